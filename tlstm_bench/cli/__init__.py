@@ -1,0 +1,11 @@
+"""The command line: each command is a thin wrapper around one core function.
+
+One module per subcommand; importing a module registers its command on ``app``.
+"""
+
+from . import audit, info  # noqa: F401  (register commands)
+from .app import app
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,53 @@
+"""``tlstm-bench audit``: measure separability of configurations at several depths."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from ..audit import audit_one, explain
+from ..models import CONFIG_NAMES, parse_config
+from .app import app, console, handles_user_errors, parse_int_list
+
+
+@app.command()
+@handles_user_errors
+def audit(
+    configs: Annotated[Optional[list[str]], typer.Argument(help="Configurations to check (default: all seven).")] = None,
+    depths: Annotated[str, typer.Option(help="Comma-separated depths L.")] = "1,2,3,4",
+    channels: Annotated[int, typer.Option(help="Channel size M of the random model.")] = 3,
+    seed: Annotated[int, typer.Option(help="Seed of the random model and input.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of results.")] = False,
+) -> None:
+    """Check by float64 gradients that y_t depends on x_t and on no later input.
+
+    Exits 1 if any configuration checked is not separable.
+    """
+    names = configs or list(CONFIG_NAMES)
+    archs = [parse_config(name) for name in names]  # fail fast on a bad name
+    levels = parse_int_list(depths, "--depths")
+    results = {(a.label, d): audit_one(a, d, channels=channels, seed=seed)
+               for a in archs for d in levels}
+    if as_json:
+        print(json.dumps([r.as_dict() for r in results.values()]))
+    else:
+        table = Table(title="Separability: does y_t depend on x_t and on no later input?",
+                      title_justify="left")
+        table.add_column("config", style="bold")
+        for d in levels:
+            table.add_column(f"L={d}", justify="center")
+        table.add_column("largest leak |dy_t/dx_t'|, t'>t", justify="right")
+        for a in archs:
+            row = [results[a.label, d] for d in levels]
+            cells = ["[green]separable[/]" if r.separable else f"[red]{r.verdict}[/]" for r in row]
+            table.add_row(a.label, *cells, f"{max(r.max_leak for r in row):.2e}")
+        console.print(table)
+        for a in archs:
+            if not all(results[a.label, d].separable for d in levels):
+                reason = explain(a)
+                console.print(f"[red]{a.label} is not separable[/]" + (f": {reason}." if reason else "."))
+    if not all(r.separable for r in results.values()):
+        raise typer.Exit(1)

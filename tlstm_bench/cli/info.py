@@ -1,0 +1,54 @@
+"""``tlstm-bench info``: the model card of one configuration."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from ..models.card import model_card
+from .app import app, console, handles_user_errors
+
+
+@app.command()
+@handles_user_errors
+def info(
+    config: Annotated[str, typer.Argument(help="slstm, 2d, 2d-m, 2d-f, 3d, 3d-ln, 3d-cn, or knobs like tlstm:dims=4,kernel=5")],
+    depth: Annotated[int, typer.Option("--depth", "-L", help="Depth L.")] = 1,
+    budget: Annotated[Optional[str], typer.Option(help="Parameter budget: 10M, 2500000, or slstm:400.")] = None,
+    channels: Annotated[Optional[int], typer.Option(help="Channel size M (instead of --budget).")] = None,
+    vocab: Annotated[Optional[int], typer.Option(help="Token input and output of this size.")] = None,
+    input_size: Annotated[Optional[int], typer.Option(help="Real input size R.")] = None,
+    output_size: Annotated[Optional[int], typer.Option(help="Output size S.")] = None,
+    seq_len: Annotated[int, typer.Option(help="T, for the count of sequential steps.")] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Show D, K, P, L, M, the parameter count by component, and the sequential steps."""
+    card = model_card(config, depth, vocab=vocab, input_size=input_size, output_size=output_size,
+                      channels=channels, budget=budget, seq_len=seq_len)
+    if as_json:
+        print(json.dumps(card))
+        return
+    title = card["config"] + (f" ({card['paper_name']})" if card["paper_name"] else "")
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    rows = [("D (dims)", card["dims"]), ("K (kernel)", card["kernel"]), ("P (tensor size)", card["tensor_size"]),
+            ("L (depth)", card["depth"]), ("M (channels)", card["channels"]),
+            ("memory conv", card["memory_conv"]), ("norm", card["norm"]), ("input", card["input"]),
+            ("output size", card["output_size"])]
+    for name, value in rows:
+        if value is not None:
+            table.add_row(name, str(value))
+    table.add_section()
+    for name, value in card["params_by_component"].items():
+        table.add_row(f"params: {name.replace('_', ' ')}", f"{value:,}")
+    table.add_row("params: total", f"{card['params']:,}")
+    if card["budget"] is not None:
+        table.add_row("budget", f"{card['budget']:,}")
+    table.add_section()
+    table.add_row(f"sequential steps, T={card['seq_len']}",
+                  f"{card['sequential_steps']:,} ({card['sequential_steps_formula']})")
+    console.print(table)

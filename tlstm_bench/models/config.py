@@ -1,0 +1,168 @@
+"""Architecture configurations: the paper's seven presets over independent knobs.
+
+SPEC section 6. A configuration is either the stacked LSTM (``slstm``) or a tLSTM
+given by four knobs: tensor dimension D (``dims``), kernel size K (``kernel``),
+memory-cell convolution on/off (``memory_conv``) and the normalisation of the memory
+cell on its way to the hidden state (``norm``: none, ln or cn).
+
+Config strings
+--------------
+* a preset name: ``slstm, 2d, 2d-m, 2d-f, 3d, 3d-ln, 3d-cn``;
+* a preset with knob overrides, or a bare ``tlstm`` with knobs:
+  ``3d-cn:kernel=5``, ``tlstm:dims=4,kernel=3,memory_conv=0,norm=cn``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..errors import UserError
+
+NORMS = ("none", "ln", "cn")
+
+
+@dataclass(frozen=True)
+class ArchConfig:
+    """One architecture. ``kind`` is ``"slstm"`` or ``"tlstm"``; knobs apply to tLSTMs."""
+
+    kind: str = "tlstm"
+    dims: int = 2  # D: tensor dimension (hidden state is P^(D-1) x M)
+    kernel: int = 3  # K: kernel size along every tensor dimension
+    memory_conv: bool = True  # the "-M" ablation turns this off
+    norm: str = "none"  # none | ln | cn
+    name: str | None = None  # preset name when it is one
+
+    # SPEC section 3: a = floor(K/2) reaches toward the input, b = K-1-a away from it.
+    @property
+    def reach_in(self) -> int:
+        return self.kernel // 2
+
+    @property
+    def reach_out(self) -> int:
+        return self.kernel - 1 - self.kernel // 2
+
+    @property
+    def feedback(self) -> bool:
+        """Whether the kernel reaches away from the input (b > 0): K odd or K >= 4."""
+        return self.reach_out > 0
+
+    @property
+    def kernel_entries(self) -> int:
+        """<K> = K^(D-1)."""
+        return self.kernel ** (self.dims - 1)
+
+    def tensor_size(self, depth: int) -> int:
+        """P = a*L, the largest P with L = ceil(P / a) (SPEC section 3, paper eq. 7)."""
+        if self.kind == "slstm":
+            return depth  # P is "the number of layers" for the stacked LSTM
+        return self.reach_in * depth
+
+    def sequential_steps(self, seq_len: int, depth: int) -> int:
+        """Sequential cell steps for a sequence of T: T*L layer by layer, T+L-1 for a tLSTM."""
+        if self.kind == "slstm":
+            return seq_len * depth
+        return seq_len + depth - 1
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        if self.kind == "slstm":
+            return "slstm"
+        return format_config(self)
+
+    def validate(self) -> "ArchConfig":
+        if self.kind not in ("slstm", "tlstm"):
+            raise UserError(f"unknown model kind {self.kind!r}; use 'slstm' or 'tlstm'")
+        if self.kind == "tlstm":
+            if self.dims < 2:
+                raise UserError(f"dims (D) must be >= 2, got {self.dims}")
+            if self.kernel < 2:
+                raise UserError(f"kernel (K) must be >= 2 so the input can reach the output, got {self.kernel}")
+            if self.norm not in NORMS:
+                raise UserError(f"unknown norm {self.norm!r}; use one of {', '.join(NORMS)}")
+        return self
+
+
+PRESETS: dict[str, ArchConfig] = {
+    "slstm": ArchConfig(kind="slstm", name="slstm"),
+    "2d": ArchConfig(dims=2, kernel=3, memory_conv=True, norm="none", name="2d"),
+    "2d-m": ArchConfig(dims=2, kernel=3, memory_conv=False, norm="none", name="2d-m"),
+    "2d-f": ArchConfig(dims=2, kernel=2, memory_conv=True, norm="none", name="2d-f"),
+    "3d": ArchConfig(dims=3, kernel=3, memory_conv=True, norm="none", name="3d"),
+    "3d-ln": ArchConfig(dims=3, kernel=3, memory_conv=True, norm="ln", name="3d-ln"),
+    "3d-cn": ArchConfig(dims=3, kernel=3, memory_conv=True, norm="cn", name="3d-cn"),
+}
+CONFIG_NAMES = tuple(PRESETS)
+
+PAPER_NAMES = {
+    "slstm": "sLSTM",
+    "2d": "2D tLSTM",
+    "2d-m": "2D tLSTM-M",
+    "2d-f": "2D tLSTM-F",
+    "3d": "3D tLSTM",
+    "3d-ln": "3D tLSTM+LN",
+    "3d-cn": "3D tLSTM+CN",
+}
+
+_KNOBS = {"dims", "kernel", "memory_conv", "norm"}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _unknown_config(text: str) -> UserError:
+    return UserError(
+        f"unknown config {text!r}; use one of {', '.join(CONFIG_NAMES)} "
+        "or knobs like 'tlstm:dims=4,kernel=5,memory_conv=1,norm=cn'"
+    )
+
+
+def parse_config(config: "str | ArchConfig") -> ArchConfig:
+    """Turn a preset name, a knob string or an ArchConfig into a validated ArchConfig."""
+    if isinstance(config, ArchConfig):
+        return config.validate()
+    if not isinstance(config, str):
+        raise _unknown_config(str(config))
+    text = config.strip().lower()
+    base, _, knobs = text.partition(":")
+    if base == "tlstm":
+        arch = ArchConfig()
+    elif base in PRESETS:
+        arch = PRESETS[base]
+    else:
+        raise _unknown_config(config)
+    if not knobs:
+        return arch.validate()
+    if arch.kind == "slstm":
+        raise UserError(f"the stacked LSTM has no knobs; got {config!r}")
+    values: dict[str, object] = {}
+    for item in knobs.split(","):
+        key, eq, raw = (s.strip() for s in item.partition("="))
+        if not eq or key not in _KNOBS:
+            raise UserError(
+                f"bad knob {item!r} in config {config!r}; knobs are {', '.join(sorted(_KNOBS))} (key=value)"
+            )
+        if key in ("dims", "kernel"):
+            try:
+                values[key] = int(raw)
+            except ValueError:
+                raise UserError(f"{key} must be an integer in config {config!r}, got {raw!r}") from None
+        elif key == "memory_conv":
+            if raw not in _TRUE | _FALSE:
+                raise UserError(f"memory_conv must be 0 or 1 in config {config!r}, got {raw!r}")
+            values[key] = raw in _TRUE
+        else:
+            values[key] = raw
+    arch = replace(arch, name=None, **values)
+    preset = next((n for n, p in PRESETS.items() if replace(p, name=None) == arch), None)
+    return replace(arch, name=preset).validate()
+
+
+def format_config(arch: ArchConfig) -> str:
+    """The canonical string for an ArchConfig (a preset name when it is one)."""
+    if arch.name:
+        return arch.name
+    if arch.kind == "slstm":
+        return "slstm"
+    mc = 1 if arch.memory_conv else 0
+    return f"tlstm:dims={arch.dims},kernel={arch.kernel},memory_conv={mc},norm={arch.norm}"

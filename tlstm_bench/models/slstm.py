@@ -1,0 +1,101 @@
+"""The stacked LSTM baseline with one set of weights shared by all layers (SPEC section 4).
+
+Layer 1 reads ``z_t``, layer l reads layer l-1's hidden state, the output reads the top
+layer with no delay. Parameters: ``w_x, b_x``, ``w_ih, w_hh`` (4M, M) and one bias ``b``
+(4M), gate order ``i, f, g, o`` (torch.nn.LSTM's, so the fused kernel takes the weights
+as they are), ``w_y, b_y``. State: ``(h, c)``, each (L, B, M), after the last input step.
+
+Implementations (``model.implementation``), equal up to float rounding:
+
+* ``fused``: layer by layer, each layer one call of the fused torch LSTM kernel (T*L
+  sequential cell steps, but the fastest per-layer kernel there is);
+* ``loop``: the plain per-cell loop, the oracle for the others.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import torch
+from torch import nn
+
+from .base import RecurrentModel
+from .config import ArchConfig
+
+
+class SLSTMState(NamedTuple):
+    """State of the stacked LSTM: ``h`` and ``c``, each (L, B, M)."""
+
+    h: torch.Tensor
+    c: torch.Tensor
+
+
+class SLSTM(RecurrentModel):
+    def __init__(self, arch: ArchConfig, depth: int, *, channels: int, input_size: int,
+                 output_size: int, tokens: bool, forget_bias: float = 1.0,
+                 implementation: str = "fused"):
+        super().__init__(arch, depth, channels=channels, input_size=input_size,
+                         output_size=output_size, tokens=tokens, forget_bias=forget_bias)
+        m = channels
+        bound = 1.0 / math.sqrt(m)
+        self.w_ih = nn.Parameter(torch.empty(4 * m, m).uniform_(-bound, bound))
+        self.w_hh = nn.Parameter(torch.empty(4 * m, m).uniform_(-bound, bound))
+        b = torch.zeros(4 * m)
+        b[m:2 * m] = forget_bias  # gate order i, f, g, o
+        self.b = nn.Parameter(b)
+        self.implementation = implementation
+
+    def cell(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One LSTM cell step; works for any leading batch shape. x, h, c: (..., M)."""
+        m = self.channels
+        gates = x @ self.w_ih.T + h @ self.w_hh.T + self.b
+        i = torch.sigmoid(gates[..., :m])
+        f = torch.sigmoid(gates[..., m:2 * m])
+        g = torch.tanh(gates[..., 2 * m:3 * m])
+        o = torch.sigmoid(gates[..., 3 * m:])
+        c = f * c + i * g
+        return o * torch.tanh(c), c
+
+    def zero_state(self, batch: int, like: torch.Tensor) -> SLSTMState:
+        zeros = like.new_zeros(self.depth, batch, self.channels)
+        return SLSTMState(zeros, zeros)
+
+    def forward(self, x: torch.Tensor, state: SLSTMState | None = None):
+        z = self.project_inputs(x)
+        if state is None:
+            state = self.zero_state(z.shape[0], z)
+        run = SLSTM_IMPLEMENTATIONS[self.implementation]
+        h_top, state = run(self, z, state)
+        return self.read_out(h_top), state
+
+
+def run_loop(model: SLSTM, z: torch.Tensor, state: SLSTMState):
+    """The obvious loop: for each timestep, for each layer, one cell call."""
+    h = list(state.h.unbind(0))
+    c = list(state.c.unbind(0))
+    outputs = []
+    for t in range(z.shape[1]):
+        inp = z[:, t]
+        for layer in range(model.depth):
+            h[layer], c[layer] = model.cell(inp, h[layer], c[layer])
+            inp = h[layer]
+        outputs.append(inp)
+    return torch.stack(outputs, dim=1), SLSTMState(torch.stack(h), torch.stack(c))
+
+
+def run_fused(model: SLSTM, z: torch.Tensor, state: SLSTMState):
+    """Layer by layer, each layer a single call of torch's fused LSTM over all T steps."""
+    bias_hh = torch.zeros_like(model.b)  # our one bias stands in for b_ih + b_hh
+    weights = [model.w_ih, model.w_hh, model.b, bias_hh]
+    inp = z
+    hs, cs = [], []
+    for layer in range(model.depth):
+        hx = (state.h[layer:layer + 1].contiguous(), state.c[layer:layer + 1].contiguous())
+        inp, h_n, c_n = torch._VF.lstm(inp, hx, weights, True, 1, 0.0, model.training, False, True)
+        hs.append(h_n[0])
+        cs.append(c_n[0])
+    return inp, SLSTMState(torch.stack(hs), torch.stack(cs))
+
+
+SLSTM_IMPLEMENTATIONS: dict[str, Callable] = {"fused": run_fused, "loop": run_loop}
