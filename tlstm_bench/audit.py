@@ -59,15 +59,20 @@ def audit_one(config, depth: int, *, channels: int = 3, input_size: int = 2, out
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.3)
-    t = seq_len if seq_len is not None else depth + 3  # long enough for every leak of L-1 steps
-    x = torch.randn(t, input_size, dtype=torch.float64)
+    return audit_model(model, seq_len=seq_len if seq_len is not None else depth + 3, label=arch.label)
+
+
+def audit_model(model, *, seq_len: int, label: str | None = None) -> AuditResult:
+    """Measure separability of a real-input float64 ``model`` on one random sequence.
+
+    ``seq_len`` should exceed the depth so that a leak of up to L-1 steps has room to show.
+    """
+    x = torch.randn(seq_len, model.input_size, dtype=torch.float64)
     jac = jacobian(model, x).abs().amax(dim=(1, 3))  # (T, T'): max over output and input features
-    future = torch.triu(jac, diagonal=1)
-    own = torch.diagonal(jac)
-    max_leak = float(future.max()) if t > 1 else 0.0
-    min_own = float(own.min())
+    max_leak = float(torch.triu(jac, diagonal=1).max()) if seq_len > 1 else 0.0
+    min_own = float(torch.diagonal(jac).min())
     separable = max_leak <= TOLERANCE and min_own > TOLERANCE
-    return AuditResult(arch.label, depth, separable, max_leak, min_own, t)
+    return AuditResult(label or model.arch.label, model.depth, separable, max_leak, min_own, seq_len)
 
 
 def explain(config) -> str | None:

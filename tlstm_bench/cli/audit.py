@@ -39,15 +39,24 @@ def audit(
         table.add_column("config", style="bold")
         for d in levels:
             table.add_column(f"L={d}", justify="center")
-        table.add_column("largest leak |dy_t/dx_t'|, t'>t", justify="right")
+        table.add_column("max leak", justify="right")
         for a in archs:
             row = [results[a.label, d] for d in levels]
-            cells = ["[green]separable[/]" if r.separable else f"[red]{r.verdict}[/]" for r in row]
-            table.add_row(a.label, *cells, f"{max(r.max_leak for r in row):.2e}")
+            table.add_row(a.label, *(_cell(r) for r in row), f"{max(r.max_leak for r in row):.1e}")
         console.print(table)
+        console.print("ok: y_t depends on x_t and on no later input; leak: the largest "
+                      "|dy_t/dx_t'| over t' > t (exactly 0 when separable); blind: y_t does not see x_t.")
         for a in archs:
             if not all(results[a.label, d].separable for d in levels):
                 reason = explain(a)
                 console.print(f"[red]{a.label} is not separable[/]" + (f": {reason}." if reason else "."))
     if not all(r.separable for r in results.values()):
         raise typer.Exit(1)
+
+
+def _cell(result) -> str:
+    if result.separable:
+        return "[green]ok[/]"
+    if result.verdict == "leaks future input":
+        return f"[red]leak {result.max_leak:.0e}[/]"
+    return "[red]blind[/]"

@@ -1,0 +1,82 @@
+"""``info`` and ``audit`` through Typer's test runner, and every bad input they must refuse."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from tlstm_bench.cli import app
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, list(args))
+
+
+def test_info_json_3d_cn_at_10m():
+    result = run("info", "3d-cn", "--depth", "4", "--budget", "10M", "--vocab", "205", "--json")
+    assert result.exit_code == 0, result.output
+    card = json.loads(result.stdout)
+    for key in ("config", "depth", "channels", "tensor_size", "kernel", "dims", "params"):
+        assert key in card
+    assert card["config"] == "3d-cn" and card["dims"] == 3 and card["kernel"] == 3 and card["tensor_size"] == 4
+    assert abs(card["channels"] - 522) / 522 <= 0.03
+    assert card["params"] <= 10_000_000
+    assert card["params"] == sum(card["params_by_component"].values())
+    assert card["sequential_steps"] == 100 + 4 - 1
+
+
+def test_info_slstm_sequential_steps():
+    card = json.loads(run("info", "slstm", "--depth", "4", "--channels", "50", "--vocab", "20",
+                          "--seq-len", "30", "--json").stdout)
+    assert card["sequential_steps"] == 30 * 4 and card["tensor_size"] is None
+
+
+def test_info_table():
+    result = run("info", "2d", "--depth", "3", "--channels", "16", "--input-size", "1", "--output-size", "10")
+    assert result.exit_code == 0, result.output
+    assert "P (tensor size)" in result.stdout and "params: total" in result.stdout
+
+
+def test_audit_exit_codes():
+    ok = run("audit", "2d", "slstm", "--depths", "1,2")
+    assert ok.exit_code == 0 and "ok" in ok.stdout
+    bad = run("audit", "3d-ln", "--depths", "1,2")
+    assert bad.exit_code == 1
+    assert "leak" in bad.stdout and "not separable" in bad.stdout
+
+
+def test_audit_json():
+    result = run("audit", "3d", "--depths", "2", "--json")
+    assert result.exit_code == 0
+    [rec] = json.loads(result.stdout)
+    assert rec["config"] == "3d" and rec["separable"] is True
+
+
+BAD = [
+    (["info", "4d-xl", "--depth", "2", "--channels", "8", "--vocab", "5"], "slstm, 2d, 2d-m"),
+    (["info", "2d", "--depth", "0", "--channels", "8", "--vocab", "5"], "depth"),
+    (["info", "tlstm:kernel=1", "--depth", "2", "--channels", "8", "--vocab", "5"], "kernel"),
+    (["info", "3d-cn", "--depth", "4", "--budget", "500", "--vocab", "205"], "too small"),
+    (["info", "2d", "--depth", "2", "--channels", "8", "--budget", "10M", "--vocab", "5"], "exactly one"),
+    (["info", "2d", "--depth", "2", "--vocab", "5"], "exactly one"),
+    (["info", "2d", "--depth", "2", "--budget", "10 apples", "--vocab", "5"], "malformed budget"),
+    (["info", "2d", "--depth", "2", "--budget", "slstm:x", "--vocab", "5"], "malformed budget"),
+    (["info", "2d", "--depth", "2", "--channels", "8"], "--vocab"),
+    (["info", "2d", "--depth", "2", "--channels", "8", "--vocab", "5", "--input-size", "3"], "not both"),
+    (["info", "2d:colour=red", "--depth", "2", "--channels", "8", "--vocab", "5"], "knob"),
+    (["audit", "nope"], "unknown config"),
+    (["audit", "2d", "--depths", "1,x"], "--depths"),
+    (["audit", "2d", "--depths", "0"], "depth"),
+]
+
+
+@pytest.mark.parametrize("args, needle", BAD)
+def test_bad_input_one_line_exit_2(args, needle):
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    assert needle in lines[0]
