@@ -80,3 +80,17 @@ def test_bad_input_one_line_exit_2(args, needle):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
     assert needle in lines[0]
+
+
+def test_budget_table_json():
+    result = run("budget", "slstm", "2d", "3d-cn", "--depths", "1,4", "--json")
+    assert result.exit_code == 0, result.output
+    cards = {(c["config"], c["depth"]): c for c in json.loads(result.stdout)}
+    assert set(cards) == {(c, d) for c in ("slstm", "2d", "3d-cn") for d in (1, 4)}
+    assert all(c["params"] <= 10_000_000 for c in cards.values())
+    assert cards["slstm", 1]["channels"] == cards["slstm", 4]["channels"]  # shared weights
+
+
+def test_budget_bad_budget():
+    result = run("budget", "2d", "--budget", "lots")
+    assert result.exit_code == 2 and "malformed budget" in result.stderr
