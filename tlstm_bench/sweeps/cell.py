@@ -1,0 +1,162 @@
+"""Run one cell and write its record: ``python -m tlstm_bench.sweeps.cell`` (what the runner spawns).
+
+The child reads the cell (JSON) on stdin, calls the cell function (by default
+:func:`execute`: ``measure_runtime`` for runtime cells, ``train`` for training cells), writes
+``{"result": ...}`` or ``{"error": "..."}`` as JSON to ``--out`` and exits 0. The runner turns
+that into the cell's record (:func:`make_record`, ``status = "ok"`` or ``"failed"``). An exit
+code other than 0 means the process died first (a crash, a kill, out of memory): the runner
+then records the cell as failed with the last line of its log. The child imports nothing
+heavy itself, so a cell function that needs no torch starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from .grid import Cell
+
+DEFAULT_CELL_FN = "tlstm_bench.sweeps.cell:execute"
+
+# Keys of a record that come from the cell, never from the function's result.
+_IDENTITY = ("id", "key", "code_version", "sweep", "kind", "task", "config", "depth", "seed", "budget", "spec")
+_TRAIN_FIELDS = ("metric", "valid_metric", "test_metric", "samples_to_solve", "samples_seen", "solved", "preset")
+_RUNTIME_FIELDS = ("ms_per_step", "ms_iqr", "samples", "implementation", "seq_len", "repeats")
+_FINITE = ("valid_metric", "test_metric", "ms_per_step")
+_PROVENANCE = ("git_commit", "git_dirty", "torch_version", "device", "device_name", "threads", "host", "date")
+
+
+def _runtime_io(spec: dict) -> dict:
+    """Input and output sizes for a runtime cell: the spec's, else the task's, else 205 symbols."""
+    given = {k: spec.get(k) for k in ("vocab", "input_size", "output_size") if spec.get(k) is not None}
+    if given:
+        return {"vocab": None, **given} if "vocab" not in given else given
+    if spec["task"] != "runtime":
+        from ..tasks import make_task
+
+        return make_task(spec["task"]).model_io()
+    return {"vocab": 205}
+
+
+def execute(spec: dict, *, checkpoint_dir: "Path | None" = None) -> dict:
+    """The real cell function: time one model or train one model, as the spec says."""
+    size = {"channels": spec.get("channels"), "budget": spec.get("budget")}
+    if spec["kind"] == "runtime":
+        from ..timing import measure_runtime
+
+        implementation = None if spec["implementation"] == "default" else spec["implementation"]
+        return measure_runtime(spec["config"], spec["depth"], **size, **_runtime_io(spec),
+                               seq_len=spec["seq_len"], device=spec["device"], implementation=implementation,
+                               repeats=spec["repeats"], warmup=spec["warmup"], threads=spec.get("threads"),
+                               dtype=spec["dtype"], seed=spec["seed"])
+    from ..training import train
+
+    options = {k: spec[k] for k in ("preset", "max_samples", "epochs", "batch_size", "eval_every") if k in spec}
+    return train(spec["config"], task=spec["task"], depth=spec["depth"], **size, seed=spec["seed"],
+                 device=spec["device"], checkpoint_dir=checkpoint_dir, progress=False, **options,
+                 **spec.get("options", {}))
+
+
+def _provenance(device: str) -> dict:
+    from ..results import provenance
+
+    try:
+        return provenance(device)
+    except Exception:  # noqa: BLE001 - e.g. a cuda cell written by a runner without cuda
+        return {**provenance("cpu"), "device": device.split(":")[0], "device_name": None}
+
+
+def make_record(cell: Cell, result: dict | None = None, *, error: str | None = None,
+                wall_time_s: float | None = None) -> dict:
+    """The record of one cell (see the schema in :mod:`tlstm_bench.sweeps`)."""
+    spec = cell.spec
+    fields = _RUNTIME_FIELDS if cell.kind == "runtime" else _TRAIN_FIELDS
+    record = {
+        "id": cell.id, "key": cell.key, "code_version": cell.code_version, "sweep": cell.sweep,
+        "kind": cell.kind, "task": spec["task"], "config": spec["config"], "depth": spec["depth"],
+        "seed": spec["seed"], "budget": spec.get("budget"), "channels": spec.get("channels"), "params": None,
+        "spec": spec, "wall_time_s": wall_time_s, **{k: spec.get(k) for k in fields},
+    }
+    record.update(_provenance(spec["device"]))
+    result = dict(result or {})
+    for key in _IDENTITY:
+        result.pop(key, None)
+    record.update(result)
+    status = result.get("status", "ok") if error is None else "failed"
+    if status == "ok":
+        for key in _FINITE:
+            value = record.get(key)
+            if isinstance(value, float) and not math.isfinite(value):
+                status, error = "failed", f"non-finite {key} ({value})"
+    elif error is None:
+        error = result.get("error") or "the cell function reported failure without a reason"
+    record["status"] = status
+    record["error"] = error
+    return record
+
+
+def one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def resolve(fn: str):
+    module, _, name = fn.partition(":")
+    return getattr(importlib.import_module(module), name or "execute")
+
+
+def run(cell: Cell, root: Path, fn: str = DEFAULT_CELL_FN) -> dict:
+    """Call the cell function here, in this process; return ``{"result": ...}`` or ``{"error": ...}``."""
+    checkpoint_dir = Path(root) / cell.sweep / ".checkpoints" / cell.id
+    try:
+        func = resolve(fn)
+        if fn == DEFAULT_CELL_FN:
+            return {"result": func(cell.spec, checkpoint_dir=checkpoint_dir)}
+        return {"result": func(cell.spec)}
+    except Exception as exc:  # noqa: BLE001 - any failure of the cell fails this cell only
+        traceback.print_exc()
+        return {"error": one_line(exc)}
+
+
+def _jsonable(value):
+    try:
+        return float(value)  # numpy and torch scalars
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def cell_to_json(cell: Cell) -> str:
+    return json.dumps({"sweep": cell.sweep, "spec": cell.spec, "key": cell.key, "id": cell.id,
+                       "code_version": cell.code_version, "timeout_s": cell.timeout_s})
+
+
+def cell_from_json(text: str) -> Cell:
+    return Cell(**json.loads(text))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tlstm_bench.sweeps.cell", description=__doc__)
+    parser.add_argument("--root", required=True, help="results store root")
+    parser.add_argument("--out", required=True, help="where to write the result JSON")
+    parser.add_argument("--fn", default=DEFAULT_CELL_FN, help="cell function as module:name")
+    args = parser.parse_args(argv)
+    cell = cell_from_json(sys.stdin.read())
+    try:
+        outcome = run(cell, Path(args.root), args.fn)
+    except KeyboardInterrupt:  # Ctrl-C: leave the cell undone, the runner will not record it
+        return 130
+    out = Path(args.out)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(outcome, default=_jsonable))
+    os.replace(tmp, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""Grid expansion: a spec becomes cells, each with a stable id.
+
+A cell's ``spec`` holds everything that determines its result (kind, task, configuration,
+depth, seed, model size, device and the kind's settings). ``key`` hashes that spec;
+``id`` hashes the key together with the code version, so the same cell measured by
+different code gets a new id (and a new record), and the same code rerun finds its
+record and skips it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UserError
+from .spec import SweepSpec
+
+ENV_CODE_VERSION = "TLSTM_BENCH_CODE_VERSION"
+_REPO = Path(__file__).resolve().parents[2]
+_PACKAGE = "tlstm_bench"
+
+
+def _git(*args: str) -> "str | None":
+    try:
+        out = subprocess.run(["git", "-C", str(_REPO), *args], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.decode(errors="replace") if out.returncode == 0 else None
+
+
+def code_version() -> str:
+    """``<commit>``, ``<commit>+dirty.<hash of uncommitted package changes>``, or ``pkg-<version>``.
+
+    Only changes under ``tlstm_bench/`` count as dirt: they can change a result, a README edit
+    cannot. ``$TLSTM_BENCH_CODE_VERSION`` overrides the whole thing.
+    """
+    pinned = os.environ.get(ENV_CODE_VERSION)
+    if pinned:
+        return pinned
+    commit = _git("rev-parse", "HEAD")
+    if commit is None:
+        from .. import __version__
+
+        return f"pkg-{__version__}"
+    commit = commit.strip()
+    diff = _git("diff", "HEAD", "--", _PACKAGE) or ""
+    untracked = (_git("ls-files", "--others", "--exclude-standard", "--", _PACKAGE) or "").split()
+    if not diff and not untracked:
+        return commit
+    digest = hashlib.sha256(diff.encode())
+    for name in sorted(untracked):
+        if not name.endswith(".py"):
+            continue
+        digest.update(name.encode())
+        try:
+            digest.update((_REPO / name).read_bytes())
+        except OSError:
+            pass
+    return f"{commit}+dirty.{digest.hexdigest()[:12]}"
+
+
+def _hash(payload) -> str:
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run: ``spec`` is what determines the result; ``id`` also covers the code version."""
+
+    sweep: str
+    spec: dict
+    key: str
+    id: str
+    code_version: str
+    timeout_s: float
+
+    @property
+    def kind(self) -> str:
+        return self.spec["kind"]
+
+    def label(self) -> str:
+        s = self.spec
+        size = f"M={s['channels']}" if s.get("channels") is not None else f"budget={s['budget']}"
+        extra = ""
+        if s["kind"] == "runtime" and s.get("implementation") != "default":
+            extra = f" impl={s['implementation']}"
+        return f"{s['kind']} {s['task']} {s['config']} L={s['depth']} seed={s['seed']} {size}{extra}"
+
+
+def make_cell(sweep: str, spec: dict, code: str, timeout_s: float) -> Cell:
+    key = _hash(spec)
+    return Cell(sweep=sweep, spec=spec, key=key, id=_hash({"key": key, "code_version": code}),
+                code_version=code, timeout_s=timeout_s)
+
+
+def _implementation_ok(config: str, implementation: str) -> bool:
+    """Whether a named sequence loop exists for this configuration ("default" always does)."""
+    if implementation == "default":
+        return True
+    from ..models import SLSTM_IMPLEMENTATIONS, TLSTM_IMPLEMENTATIONS, parse_config
+
+    try:  # the timing module may register more loops when imported
+        import tlstm_bench.timing  # noqa: F401
+    except ImportError:
+        pass
+    family = SLSTM_IMPLEMENTATIONS if parse_config(config).kind == "slstm" else TLSTM_IMPLEMENTATIONS
+    return implementation in family
+
+
+def expand(spec: SweepSpec, *, code: str | None = None, device: str | None = None) -> list[Cell]:
+    """All cells of a spec, in a fixed order: runtime first (quick), then training."""
+    code = code if code is not None else code_version()
+    device = device or spec.device
+    cells: list[Cell] = []
+    for section in spec.sections:
+        common = {"kind": section.kind, "task": spec.task, "budget": section.budget,
+                  "channels": section.channels, "device": device}
+        if section.kind == "runtime":
+            settings = {k: v for k, v in section.settings.items() if k != "implementations"}
+            for implementation in section.settings["implementations"]:
+                if not any(_implementation_ok(c, implementation) for c in section.configs):
+                    raise UserError(f"{spec.path}: key 'runtime.implementations': {implementation!r} is not a "
+                                    f"sequence loop of any configuration in this sweep; use \"default\" or a "
+                                    f"registered name")
+            for config in section.configs:
+                for implementation in section.settings["implementations"]:
+                    if not _implementation_ok(config, implementation):
+                        continue
+                    for depth in section.depths:
+                        for seed in section.seeds:
+                            cells.append(make_cell(spec.name, {
+                                **common, "config": config, "depth": depth, "seed": seed,
+                                "implementation": implementation, **settings}, code, section.timeout_s))
+        else:
+            for config in section.configs:
+                for depth in section.depths:
+                    for seed in section.seeds:
+                        cells.append(make_cell(spec.name, {
+                            **common, "config": config, "depth": depth, "seed": seed, **section.settings},
+                            code, section.timeout_s))
+    return cells
+
+
+FILTER_KEYS = ("id", "key", "kind", "task", "config", "depth", "seed", "implementation", "channels", "budget",
+               "device", "preset")
+
+
+def parse_filters(only: "list[str] | tuple[str, ...]") -> dict[str, set[str]]:
+    """``["config=2d,3d", "depth=1"]`` -> {"config": {"2d", "3d"}, "depth": {"1"}}."""
+    filters: dict[str, set[str]] = {}
+    for item in only or ():
+        name, sep, values = item.partition("=")
+        name = name.strip()
+        if not sep or not values.strip():
+            raise UserError(f"--only takes KEY=V1,V2 like config=2d,3d-cn or depth=1,4, got {item!r}")
+        if name not in FILTER_KEYS:
+            raise UserError(f"--only: unknown key {name!r}; use one of {', '.join(FILTER_KEYS)}")
+        filters.setdefault(name, set()).update(v.strip() for v in values.split(",") if v.strip())
+    return filters
+
+
+def select(cells: list[Cell], filters: dict[str, set[str]]) -> list[Cell]:
+    """Cells matching every filter (values compared as text; ids match by prefix)."""
+    def value(cell: Cell, name: str) -> str:
+        if name in ("id", "key"):
+            return getattr(cell, name)
+        return str(cell.spec.get(name))
+
+    def ok(cell: Cell) -> bool:
+        for name, wanted in filters.items():
+            have = value(cell, name)
+            if name in ("id", "key"):
+                if not any(have.startswith(w) for w in wanted):
+                    return False
+            elif have not in wanted:
+                return False
+        return True
+
+    return [c for c in cells if ok(c)]

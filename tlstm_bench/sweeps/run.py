@@ -1,0 +1,105 @@
+"""The core of ``tlstm-bench sweep``: load a spec, plan its cells, show or run them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.table import Table
+
+from ..errors import UserError
+from .cell import DEFAULT_CELL_FN
+from .grid import Cell, code_version, expand, parse_filters, select
+from .runner import SlurmOptions, Summary, cell_state, run_cells
+from .spec import SweepSpec, load_spec
+
+
+@dataclass
+class Plan:
+    spec: SweepSpec
+    cells: list[Cell]
+    states: dict[str, str]   # cell id -> done | failed | running | todo
+    code_version: str
+
+    def count(self, state: str) -> int:
+        return sum(s == state for s in self.states.values())
+
+    def to_run(self, retry_failed: bool) -> list[Cell]:
+        wanted = {"todo", "failed"} if retry_failed else {"todo"}
+        return [c for c in self.cells if self.states[c.id] in wanted]
+
+
+def make_plan(spec: "str | Path | SweepSpec", *, root: "str | Path", only=(), device: str | None = None,
+              code: str | None = None) -> Plan:
+    if not isinstance(spec, SweepSpec):
+        spec = load_spec(spec)
+    code = code if code is not None else code_version()
+    cells = select(expand(spec, code=code, device=device), parse_filters(only))
+    if not cells:
+        raise UserError(f"--only matches no cell of sweep {spec.name!r}; run with --dry-run and no --only "
+                        f"to see the cells")
+    states = {c.id: cell_state(Path(root), c) for c in cells}
+    return Plan(spec, cells, states, code)
+
+
+_STATE_STYLE = {"done": "green", "failed": "red", "running": "yellow", "todo": "white"}
+
+
+def plan_table(plan: Plan, *, retry_failed: bool = False) -> Table:
+    """One row per cell: id, kind, config, depth, seed, size, settings, state."""
+    title = (f"sweep {plan.spec.name} ({plan.spec.path}): {len(plan.cells)} cells, {plan.count('done')} done, "
+             f"{plan.count('failed')} failed, {plan.count('running')} running elsewhere, "
+             f"{len(plan.to_run(retry_failed))} to run")
+    table = Table(title=title, title_justify="left")
+    for name in ("id", "kind", "task", "config", "L", "seed", "size", "settings", "state"):
+        table.add_column(name, justify="right" if name in ("L", "seed") else "left")
+    for cell in plan.cells:
+        s = cell.spec
+        size = f"M={s['channels']}" if s.get("channels") is not None else str(s["budget"])
+        if cell.kind == "runtime":
+            settings = f"T={s['seq_len']} x{s['repeats']} {s['implementation']} {s['dtype']} {s['device']}"
+        else:
+            settings = " ".join(f"{k}={s[k]}" for k in ("preset", "max_samples", "epochs", "batch_size")
+                                if s.get(k) is not None)
+            settings += "".join(f" {k}={v}" for k, v in s.get("options", {}).items()) + f" {s['device']}"
+        state = plan.states[cell.id]
+        shown = "failed (rerun)" if state == "failed" and retry_failed else state
+        table.add_row(cell.id[:10], cell.kind, s["task"], s["config"], str(s["depth"]), str(s["seed"]), size,
+                      settings.strip(), f"[{_STATE_STYLE[state]}]{shown}[/]")
+    table.caption = f"code version {plan.code_version}"
+    return table
+
+
+def summary_table(summary: Summary) -> Table | None:
+    failures = summary.failures
+    if not failures:
+        return None
+    table = Table(title=f"{len(failures)} failed cells", title_justify="left")
+    for name in ("id", "cell", "error"):
+        table.add_column(name)
+    for outcome in failures:
+        note = "" if outcome.state == "failed" else " (earlier run; --retry-failed reruns it)"
+        table.add_row(outcome.cell.id[:10], outcome.cell.label(), f"{outcome.error or 'failed'}{note}")
+    return table
+
+
+def summary_line(summary: Summary) -> str:
+    ran = summary.count("ok", "failed")
+    line = (f"sweep {summary.sweep}: {summary.planned} cells; ran {ran} ({summary.count('ok')} ok, "
+            f"{summary.count('failed')} failed), already done {summary.count('skipped-done')}, "
+            f"failed earlier {summary.count('skipped-failed')}, running elsewhere {summary.count('taken')}; "
+            f"wall time {summary.wall_time_s:.1f} s")
+    if summary.interrupted:
+        line += "; interrupted (rerun the same command to resume)"
+    return line
+
+
+def run_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", jobs: int = 1, executor: str = "local",
+              only=(), retry_failed: bool = False, device: str | None = None, slurm: SlurmOptions | None = None,
+              cell_fn: str = DEFAULT_CELL_FN, console=None, code: str | None = None) -> Summary:
+    """Plan and run a sweep; returns the summary (``summary.exit_code`` is what the CLI exits with)."""
+    if jobs < 1:
+        raise UserError(f"--jobs must be >= 1, got {jobs}")
+    plan = make_plan(spec, root=root, only=only, device=device, code=code)
+    return run_cells(plan.cells, root, jobs=jobs, executor=executor, cell_fn=cell_fn, retry_failed=retry_failed,
+                     slurm=slurm, console=console)

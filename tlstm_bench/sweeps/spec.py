@@ -1,0 +1,272 @@
+"""Sweep spec files: TOML (stdlib ``tomllib``), validated key by key.
+
+A spec names the task and the grid. Top-level keys are the defaults; a ``[train]`` table
+makes training cells and a ``[runtime]`` table makes runtime cells, and each table may
+override ``configs``, ``depths``, ``seeds``, ``budget``/``channels`` and ``timeout_s``::
+
+    description = "Memorization (paper figure 4)"
+    task = "memorization"            # or "runtime" for a runtime-only sweep
+    configs = ["slstm", "2d", "3d-cn"]
+    depths = [1, 4, 7, 10]
+    seeds = [0]
+    budget = "slstm:100"             # or channels = 100
+    device = "cpu"                   # cpu | cuda | cuda:N
+    timeout_s = 3600                 # per cell
+
+    [train]
+    preset = "memorization"          # a name in tlstm_bench.training.PRESETS
+    max_samples = 5000000            # optional: epochs, batch_size, eval_every
+    options = { symbols = 20 }       # task options, passed on to train()
+
+    [runtime]
+    seq_len = 100
+    repeats = 10
+    warmup = 3
+    implementations = ["default"]    # "default" = each model's default loop
+    seeds = [0]
+
+Every unknown key and bad value is a :class:`UserError` naming the file, the key and what
+is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UserError
+
+SPEC_DIR = "sweeps"
+_REPO_SPECS = Path(__file__).resolve().parents[2] / SPEC_DIR
+
+DTYPES = ("float32", "float64", "float16", "bfloat16")
+_GRID_KEYS = ("configs", "depths", "seeds", "budget", "channels", "timeout_s")
+_TOP_KEYS = {"description", "task", "device", *_GRID_KEYS, "train", "runtime"}
+_TRAIN_KEYS = {"preset", "max_samples", "epochs", "batch_size", "eval_every", "options", *_GRID_KEYS}
+_RUNTIME_KEYS = {"seq_len", "repeats", "warmup", "implementations", "threads", "dtype", "vocab",
+                 "input_size", "output_size", *_GRID_KEYS}
+
+
+@dataclass(frozen=True)
+class Section:
+    """The resolved settings of one kind of cell (defaults filled in from the top level)."""
+
+    kind: str                      # "train" | "runtime"
+    configs: tuple[str, ...]
+    depths: tuple[int, ...]
+    seeds: tuple[int, ...]
+    budget: str | None
+    channels: int | None
+    timeout_s: float
+    settings: dict = field(default_factory=dict)   # the kind's own keys (preset, seq_len, ...)
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    path: Path
+    task: str
+    device: str
+    description: str = ""
+    sections: tuple[Section, ...] = ()
+
+
+class _Checker:
+    """Validates values and phrases errors as ``FILE: key 'a.b' must be ..., got ...``."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def error(self, key: str, what: str, value=None, *, show_value: bool = True) -> UserError:
+        got = f", got {value!r}" if show_value else ""
+        return UserError(f"{self.path}: key '{key}' {what}{got}")
+
+    def keys(self, table: dict, allowed: set, prefix: str) -> None:
+        for key in table:
+            if key not in allowed:
+                where = f"'{prefix}{key}'"
+                section = f" in [{prefix[:-1]}]" if prefix else ""
+                raise UserError(f"{self.path}: unknown key {where}{section}; allowed: {', '.join(sorted(allowed))}")
+
+    def string(self, key: str, value, choices=None) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(key, "must be a non-empty string", value)
+        if choices is not None and value not in choices:
+            raise self.error(key, f"must be one of {', '.join(choices)}", value)
+        return value
+
+    def integer(self, key: str, value, *, minimum: int = 1) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.error(key, f"must be an integer >= {minimum}", value)
+        return value
+
+    def number(self, key: str, value) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise self.error(key, "must be a positive number (seconds)", value)
+        return float(value)
+
+    def int_list(self, key: str, value, *, minimum: int) -> tuple[int, ...]:
+        if not isinstance(value, list) or not value:
+            raise self.error(key, f"must be a non-empty list of integers >= {minimum}", value)
+        items = tuple(self.integer(f"{key}", v, minimum=minimum) for v in value)
+        if len(set(items)) != len(items):
+            raise self.error(key, "must not repeat a value", value)
+        return items
+
+    def str_list(self, key: str, value) -> tuple[str, ...]:
+        if not isinstance(value, list) or not value:
+            raise self.error(key, "must be a non-empty list of strings", value)
+        items = tuple(self.string(key, v) for v in value)
+        if len(set(items)) != len(items):
+            raise self.error(key, "must not repeat a value", value)
+        return items
+
+
+def _check_config(check: _Checker, key: str, config: str) -> None:
+    from ..models import CONFIG_NAMES, parse_config
+
+    try:
+        parse_config(config)
+    except UserError as exc:
+        raise UserError(f"{check.path}: key '{key}': {config!r} is not a configuration "
+                        f"({', '.join(CONFIG_NAMES)}, or knobs like tlstm:dims=4,kernel=5): {exc}") from None
+
+
+def _check_budget(check: _Checker, key: str, value) -> str:
+    from ..models import parse_budget
+
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise check.error(key, "must be a number like 10M or 2500000, or slstm:M like slstm:100", value)
+    try:
+        parse_budget(value, input_size=10, output_size=10)
+    except (UserError, ValueError):
+        raise check.error(key, "must be a number like 10M or 2500000, or slstm:M like slstm:100", value) from None
+    return str(value)
+
+
+def _section(check: _Checker, kind: str, table: dict, top: dict) -> Section:
+    allowed = _TRAIN_KEYS if kind == "train" else _RUNTIME_KEYS
+    if not isinstance(table, dict):
+        raise check.error(kind, "must be a table ([train] or [runtime])", table)
+    check.keys(table, allowed, f"{kind}.")
+
+    def pick(key):
+        return (f"{kind}.{key}", table[key]) if key in table else (key, top.get(key))
+
+    key, configs = pick("configs")
+    if configs is None:
+        raise UserError(f"{check.path}: no configurations: give 'configs' at the top or in [{kind}]")
+    configs = check.str_list(key, configs)
+    for config in configs:
+        _check_config(check, key, config)
+    key, depths = pick("depths")
+    if depths is None:
+        raise UserError(f"{check.path}: no depths: give 'depths' at the top or in [{kind}]")
+    depths = check.int_list(key, depths, minimum=1)
+    key, seeds = pick("seeds")
+    seeds = (0,) if seeds is None else check.int_list(key, seeds, minimum=0)
+
+    # budget and channels: a section's own choice replaces the top level's (either one)
+    if "budget" in table or "channels" in table:
+        source, prefix = table, f"{kind}."
+    else:
+        source, prefix = top, ""
+    if "budget" in source and "channels" in source:
+        raise UserError(f"{check.path}: give either '{prefix}budget' or '{prefix}channels', not both")
+    budget = _check_budget(check, prefix + "budget", source["budget"]) if "budget" in source else None
+    channels = check.integer(prefix + "channels", source["channels"]) if "channels" in source else None
+    if budget is None and channels is None:
+        raise UserError(f"{check.path}: no model size: give 'budget' (like 10M or slstm:100) or 'channels' "
+                        f"at the top or in [{kind}]")
+    key, timeout = pick("timeout_s")
+    timeout = 3600.0 if timeout is None else check.number(key, timeout)
+
+    settings: dict = {}
+    if kind == "train":
+        if "preset" in table:
+            settings["preset"] = check.string("train.preset", table["preset"])
+        for name in ("max_samples", "epochs", "batch_size", "eval_every"):
+            if name in table:
+                settings[name] = check.integer(f"train.{name}", table[name])
+        options = table.get("options", {})
+        if not isinstance(options, dict):
+            raise check.error("train.options", "must be a table of task options like { digits = 3 }", options)
+        for name, value in options.items():
+            if not isinstance(value, (int, float, str, bool)):
+                raise check.error(f"train.options.{name}", "must be a number, a string or a boolean", value)
+        settings["options"] = dict(sorted(options.items()))
+    else:
+        settings["seq_len"] = check.integer("runtime.seq_len", table.get("seq_len", 100))
+        settings["repeats"] = check.integer("runtime.repeats", table.get("repeats", 10))
+        settings["warmup"] = check.integer("runtime.warmup", table.get("warmup", 3), minimum=0)
+        settings["implementations"] = check.str_list("runtime.implementations",
+                                                     table.get("implementations", ["default"]))
+        settings["threads"] = (check.integer("runtime.threads", table["threads"]) if "threads" in table else None)
+        settings["dtype"] = check.string("runtime.dtype", table.get("dtype", "float32"), DTYPES)
+        for name in ("vocab", "input_size", "output_size"):
+            settings[name] = check.integer(f"runtime.{name}", table[name]) if name in table else None
+    return Section(kind=kind, configs=configs, depths=depths, seeds=seeds, budget=budget, channels=channels,
+                   timeout_s=timeout, settings=settings)
+
+
+def parse_spec(data: dict, path: "str | Path", name: str | None = None) -> SweepSpec:
+    """Validate the dict of one TOML file and resolve the defaults of each section."""
+    path = Path(path)
+    check = _Checker(path)
+    check.keys(data, _TOP_KEYS, "")
+    if "task" not in data:
+        raise UserError(f"{path}: missing key 'task' (a task name like memorization, or \"runtime\")")
+    task = check.string("task", data["task"])
+    device = check.string("device", data.get("device", "cpu"))
+    if not (device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
+        raise check.error("device", "must be cpu, cuda or cuda:N", device)
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise check.error("description", "must be a string", description)
+    sections = tuple(_section(check, kind, data[kind], data) for kind in ("runtime", "train") if kind in data)
+    if not sections:
+        raise UserError(f"{path}: nothing to run: add a [train] table, a [runtime] table, or both")
+    if task == "runtime" and "train" in data:
+        raise UserError(f"{path}: task \"runtime\" is for runtime-only sweeps; name a task to use [train]")
+    return SweepSpec(name=name or path.stem, path=path, task=task, device=device, description=description,
+                     sections=sections)
+
+
+def available_specs() -> list[str]:
+    """The spec names in ``./sweeps`` and in the repository's ``sweeps/``."""
+    names = set()
+    for folder in (Path.cwd() / SPEC_DIR, _REPO_SPECS):
+        if folder.is_dir():
+            names.update(p.stem for p in folder.glob("*.toml"))
+    return sorted(names)
+
+
+def find_spec(spec: "str | Path") -> Path:
+    """A path to a TOML file, or a name in ``./sweeps/`` or the repository's ``sweeps/``."""
+    text = str(spec)
+    as_path = Path(text)
+    if as_path.suffix == ".toml" or "/" in text or as_path.is_file():
+        if not as_path.is_file():
+            raise UserError(f"sweep spec file {text} does not exist; give a path to a .toml file or one of: "
+                            f"{', '.join(available_specs())}")
+        return as_path
+    for folder in (Path.cwd() / SPEC_DIR, _REPO_SPECS):
+        candidate = folder / f"{text}.toml"
+        if candidate.is_file():
+            return candidate
+    raise UserError(f"unknown sweep {text!r}; choose one of: {', '.join(available_specs()) or '(none found)'}, "
+                    f"or give a path to a .toml file")
+
+
+def load_spec(spec: "str | Path") -> SweepSpec:
+    """Find, read and validate one spec file."""
+    path = find_spec(spec)
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the spec: {exc}") from None
+    return parse_spec(data, path)
