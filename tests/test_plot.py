@@ -1,0 +1,179 @@
+"""`tlstm-bench plot`: figures and tables from a small store of synthetic records.
+
+The records are made up (the plotting code is what is under test); their layout and
+keys are the sweep runner's (tlstm_bench/sweeps/__init__.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from tlstm_bench.cli import app
+from tlstm_bench.plotting import plot_results, read_records
+from tlstm_bench.plotting.figures import runtime_summary
+from tlstm_bench.plotting.paper import PAPER_TABLES
+
+CONFIGS = ["slstm", "2d", "3d-cn"]
+DEPTHS = [1, 2, 3]
+MISSING = ("3d-cn", 3)  # no record at all
+FAILED = ("2d", 2)  # only a failed record
+
+
+def _write(root: Path, sweep: str, record: dict) -> None:
+    record = {"sweep": sweep, "status": "ok", "error": None, "spec": {}, "device": "cpu",
+              "device_name": "test-cpu", "torch_version": "2.x", "threads": 2, "git_commit": "0123456789",
+              "git_dirty": False, "date": "2026-11-25T22:00:00+00:00", **record}
+    record.setdefault("key", record["id"])
+    (root / sweep).mkdir(parents=True, exist_ok=True)
+    (root / sweep / f"{record['id']}.json").write_text(json.dumps(record))
+
+
+def fill_store(root: Path, sweep: str = "synth") -> dict:
+    """Runtime cells (sLSTM with two implementations) and memorization cells with two seeds."""
+    truth = {}
+    for config in CONFIGS:
+        for depth in DEPTHS:
+            if (config, depth) == MISSING:
+                continue
+            failed = (config, depth) == FAILED
+            for impl in (["fused", "loop"] if config == "slstm" else ["eager"]):
+                samples = [depth * (1.0 if config == "slstm" else 0.2) + 0.01 * k for k in range(5)]
+                _write(root, sweep, {
+                    "id": f"rt-{config}-{depth}-{impl}", "kind": "runtime", "task": "runtime", "config": config,
+                    "depth": depth, "seed": 0, "implementation": impl, "seq_len": 20,
+                    "ms_per_step": None if failed else float(np.median(samples)), "ms_iqr": 0.02,
+                    "samples": None if failed else samples, "status": "failed" if failed else "ok",
+                    "error": "RuntimeError: out of memory" if failed else None})
+            for seed in (0, 1):
+                acc = 0.5 + 0.1 * depth + 0.05 * seed + (0.2 if config == "3d-cn" else 0.0)
+                solved = acc >= 1.0
+                truth[config, depth, seed] = acc
+                _write(root, sweep, {
+                    "id": f"tr-{config}-{depth}-{seed}", "kind": "train", "task": "memorization",
+                    "config": config, "depth": depth, "seed": seed, "channels": 8, "params": 5000,
+                    "metric": "accuracy", "valid_metric": None, "test_metric": None if failed else min(acc, 1.0),
+                    "samples_to_solve": 30000 + 1000 * seed if solved else None, "solved": solved,
+                    "status": "failed" if failed else "ok", "error": "nan loss" if failed else None})
+    return truth
+
+
+@pytest.fixture
+def store(tmp_path):
+    root = tmp_path / "store"
+    fill_store(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """One plot of the synthetic store, shared by the tests that only read what it drew."""
+    base = tmp_path_factory.mktemp("plot")
+    fill_store(base / "store")
+    return plot_results(None, out=base / "figures", root=base / "store")
+
+
+def test_plot_writes_png_and_pdf_per_task(report):
+    assert {(f.sweep, f.task) for f in report.figures} == {("synth", "runtime"), ("synth", "memorization")}
+    for fig in report.figures:
+        png, pdf = fig.paths
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert pdf.read_bytes()[:5] == b"%PDF-"
+
+
+def test_one_line_per_configuration_and_implementation(report):
+    runtime = next(f for f in report.figures if f.task == "runtime")
+    train = next(f for f in report.figures if f.task == "memorization")
+    assert runtime.lines == ["slstm (fused)", "slstm (loop)", "2d", "3d-cn"]
+    assert train.lines == ["slstm", "2d", "3d-cn"]
+
+
+def test_missing_and_failed_cells_are_reported_not_fatal(report):
+    runtime = next(f for f in report.figures if f.task == "runtime")
+    train = next(f for f in report.figures if f.task == "memorization")
+    assert runtime.missing == ["runtime 3d-cn L=3"]
+    assert runtime.failed == ["runtime 2d L=2: RuntimeError: out of memory"]
+    assert train.missing == ["train 3d-cn L=3"]
+    assert train.failed == ["train 2d L=2: nan loss"]
+    assert all(p.exists() for f in report.figures for p in f.paths)
+
+
+def test_cli_prints_missing_cells(store, tmp_path):
+    result = CliRunner().invoke(app, ["plot", "synth", "--out", str(tmp_path / "f"), "--results-dir", str(store)])
+    assert result.exit_code == 0, result.output
+    assert "missing cells (no record): runtime 3d-cn L=3" in result.output
+    assert "failed: train 2d L=2: nan loss" in result.output
+    assert (tmp_path / "f" / "synth-runtime.png").exists()
+    assert (tmp_path / "f" / "tables.md").exists()
+
+
+def test_tables_have_the_papers_numbers_beside_ours(report):
+    text = report.tables.read_text()
+    for key in ("table1", "table2", "table3"):
+        assert PAPER_TABLES[key]["title"] in text
+        for row in PAPER_TABLES[key]["rows"]:
+            assert "| " + " | ".join([row[0], "paper", *row[1:]]) + " |" in text
+    # Ours, Table 2: the best depth of 3d-cn (the deepest present, L=2) with both seeds.
+    accs = [100 * min(1.0, 0.5 + 0.1 * 2 + 0.05 * s + 0.2) for s in (0, 1)]
+    line = next(l for l in text.splitlines() if l.startswith("| 3D tLSTM+CN | ours (synth)"))
+    assert f"{np.mean(accs):.1f} +- {np.std(accs, ddof=1):.1f}% (L=2, 2 seeds)" in line
+    assert "no records for wiki" in text and "no records for mnist / pmnist" in text
+
+
+def test_several_records_of_one_cell_keep_the_newest(store, tmp_path):
+    _write(store, "synth", {"id": "rt-2d-1-eager-new", "key": "rt-2d-1-eager", "kind": "runtime", "task": "runtime",
+                            "config": "2d", "depth": 1, "seed": 0, "implementation": "eager", "ms_per_step": 9.0,
+                            "samples": [9.0], "date": "2026-11-25T23:00:00+00:00"})
+    frame = read_records(["synth"], store)
+    cell = frame[(frame["key"] == "rt-2d-1-eager")]
+    assert len(cell) == 1 and cell["ms_per_step"].iloc[0] == 9.0
+
+
+def test_runtime_error_bars_come_from_the_raw_samples():
+    import pandas as pd
+
+    cell = pd.DataFrame({"samples": [[1.0, 2.0, 3.0, 4.0, 100.0]], "ms_per_step": [3.0], "ms_iqr": [2.0]})
+    assert runtime_summary(cell) == (3.0, 2.0, 4.0)
+    no_samples = pd.DataFrame({"samples": [None], "ms_per_step": [3.0], "ms_iqr": [2.0]})
+    assert runtime_summary(no_samples) == (3.0, 2.0, 4.0)
+
+
+@pytest.mark.parametrize("setup, message", [
+    ("empty", "no result records"),
+    ("unknown", "no results for sweep nosuch"),
+    ("corrupt", "corrupt result record"),
+])
+def test_bad_store_is_a_one_line_error_exit_2(tmp_path, setup, message):
+    root = tmp_path / "store"
+    root.mkdir()
+    args = ["plot", "--out", str(tmp_path / "f"), "--results-dir", str(root)]
+    if setup == "unknown":
+        fill_store(root)
+        args.insert(1, "nosuch")
+    if setup == "corrupt":
+        (root / "s").mkdir()
+        (root / "s" / "x.json").write_text("{not json")
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_plotting_never_imports_torch(store, tmp_path):
+    script = textwrap.dedent(f"""
+        import sys
+        from tlstm_bench.plotting import plot_results
+        plot_results(["synth"], out={str(tmp_path / "f")!r}, root={str(store)!r})
+        assert "torch" not in sys.modules, "plotting imported torch"
+        assert not any(m.startswith("tlstm_bench.models") for m in sys.modules)
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

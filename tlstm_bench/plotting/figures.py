@@ -1,0 +1,305 @@
+"""The paper's figures 3-5: per task, the metric vs depth and the runtime vs depth.
+
+One line per configuration (and per sequence-loop implementation when a configuration
+was timed with several, e.g. the sLSTM's ``fused`` and ``loop``), error bars where
+there are several seeds (mean +- sd) or timing repeats (median and interquartile range
+of the raw samples), the device in the title. Cells of the grid with no successful
+record are listed in the figure and returned, never an error.
+
+Only matplotlib's object API is used (``Figure``, no pyplot), so nothing global changes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator
+
+from .grid import cell_status, config_order
+
+# The seven configurations keep one colour and marker in every figure (SPEC section 6 order).
+CONFIG_STYLES = {
+    "slstm": ("black", "o"),
+    "2d": ("tab:blue", "s"),
+    "2d-m": ("tab:cyan", "v"),
+    "2d-f": ("tab:green", "^"),
+    "3d": ("tab:red", "D"),
+    "3d-ln": ("tab:purple", "P"),
+    "3d-cn": ("tab:orange", "*"),
+}
+OTHER_COLOURS = ("tab:brown", "tab:pink", "tab:olive", "tab:gray", "darkblue", "darkgreen")
+IMPLEMENTATION_STYLES = ("-", "--", ":", "-.")
+
+TASK_TITLES = {
+    "runtime": "Runtime",
+    "wiki": "Wikipedia (enwik8)",
+    "enwik8": "Wikipedia (enwik8)",
+    "addition": "Addition",
+    "memorization": "Memorization",
+    "mnist": "Sequential MNIST",
+    "pmnist": "Sequential pMNIST",
+}
+NOTE_WIDTH = 150  # characters per line of the missing-cells note
+
+
+@dataclass
+class TaskFigure:
+    """What was drawn for one (sweep, task): the files and the cells it lacks."""
+
+    sweep: str
+    task: str
+    paths: list[Path] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # "train 3d-ln L=4": no record at all
+    failed: list[str] = field(default_factory=list)  # "runtime 2d L=7: <error>": only failed records
+    unsolved: list[str] = field(default_factory=list)  # algorithmic cells that never reached 100%
+    lines: list[str] = field(default_factory=list)  # the legend's labels, one per line drawn
+
+
+def figure_name(sweep: str, task: str) -> str:
+    slug = lambda s: re.sub(r"[^A-Za-z0-9_.-]+", "_", s) or "_"  # noqa: E731
+    return slug(sweep) if task == sweep else f"{slug(sweep)}-{slug(task)}"
+
+
+def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path) -> TaskFigure:
+    """Draw one figure (PNG and PDF) for the records of one sweep and task."""
+    result = TaskFigure(sweep, task)
+    train = rows[rows["kind"] == "train"]
+    runtime = rows[rows["kind"] == "runtime"]
+    panels = []
+    if len(train):
+        panels.append(("metric", train))
+        if _is_accuracy(train):
+            panels.append(("samples", train))
+    if len(runtime):
+        panels.append(("runtime", runtime))
+    if not panels:  # records of an unknown kind: nothing to draw
+        return result
+
+    statuses = {kind: cell_status(part, kind) for kind, part in (("train", train), ("runtime", runtime)) if len(part)}
+    for kind, status in statuses.items():
+        result.missing += [f"{kind} {c} L={d}" for c, d in status.missing]
+        result.failed += [f"{kind} {c} L={d}: {status.errors[c, d]}" for c, d in status.failed]
+    if len(train) and _is_accuracy(train):
+        result.unsolved = unsolved_cells(train)
+
+    note = _note(result)
+    note_lines = note.count("\n") + 1 if note else 0
+    fig = Figure(figsize=(4.6 * len(panels) + 1.6, 4.3 + 0.2 * note_lines), layout="constrained")
+    grid = fig.add_gridspec(2 if note else 1, len(panels),
+                            height_ratios=[4.3, 0.2 * note_lines] if note else [1])
+    handles: dict[str, Line2D] = {}
+    for i, (panel, part) in enumerate(panels):
+        ax = fig.add_subplot(grid[0, i])
+        status = statuses["train" if panel != "runtime" else "runtime"]
+        if panel == "runtime":
+            _runtime_panel(ax, part, handles)
+        elif panel == "samples":
+            _samples_panel(ax, part, handles, result.unsolved)
+        else:
+            _metric_panel(ax, part, handles)
+        depths = sorted(set(status.depths))
+        ax.set_xlabel("depth L")
+        ax.xaxis.set_major_locator(FixedLocator(depths))
+        if depths:
+            pad = max(0.3, 0.06 * (depths[-1] - depths[0]))
+            ax.set_xlim(depths[0] - pad, depths[-1] + pad)
+        ax.grid(True, alpha=0.3)
+    result.lines = sorted(handles, key=lambda label: config_order(label.split(" ")[0]) + (label,))
+    if handles:
+        fig.legend([handles[k] for k in result.lines], result.lines, loc="outside right upper", fontsize="small",
+                   title="configuration")
+    fig.suptitle(f"{TASK_TITLES.get(task, task)} vs depth (sweep '{sweep}')\n{device_line(rows)}", fontsize="medium")
+    if note:
+        note_ax = fig.add_subplot(grid[1, :])
+        note_ax.axis("off")
+        note_ax.text(0, 1, note, va="top", ha="left", color="firebrick", fontsize="small",
+                     transform=note_ax.transAxes)
+
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / figure_name(sweep, task)
+    fig.savefig(stem.with_suffix(".png"), dpi=150, metadata={"Software": None})
+    fig.savefig(stem.with_suffix(".pdf"), metadata={"CreationDate": None, "Producer": None})
+    result.paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
+    return result
+
+
+# ---- panels --------------------------------------------------------------------------
+def _metric_panel(ax, rows: pd.DataFrame, handles) -> None:
+    ok = rows[rows["status"] == "ok"]
+    column = "test_metric" if ok["test_metric"].notna().any() else "valid_metric"
+    accuracy = _is_accuracy(rows)
+    scale = accuracy_scale(ok[column]) if accuracy else 1.0
+    seeds = False
+    for config, part in _by_config(ok):
+        stats = part.groupby("depth")[column].agg(["mean", "std", "count"]).dropna(subset=["mean"])
+        if stats.empty:
+            continue
+        seeds |= bool((stats["count"] > 1).any())
+        err = (stats["std"] * scale).fillna(0).to_numpy() if (stats["count"] > 1).any() else None
+        _line(ax, handles, config, None, stats.index.to_numpy(), stats["mean"].to_numpy() * scale, err)
+    split = "test" if column == "test_metric" else "validation"
+    if accuracy:
+        ax.set_ylabel(f"{split} accuracy (%)")
+        ax.set_title("accuracy (higher is better)" + (", mean $\\pm$ sd over seeds" if seeds else ""), fontsize="small")
+    else:
+        ax.set_ylabel(f"{split} {_metric_name(rows)}")
+        ax.set_title(f"{_metric_name(rows)} (lower is better)" + (", mean $\\pm$ sd over seeds" if seeds else ""),
+                     fontsize="small")
+    _empty_note(ax, ok, column)
+
+
+def _samples_panel(ax, rows: pd.DataFrame, handles, unsolved: list[str]) -> None:
+    ok = rows[(rows["status"] == "ok") & rows["samples_to_solve"].notna()]
+    seeds = False
+    for config, part in _by_config(ok):
+        stats = part.groupby("depth")["samples_to_solve"].agg(["median", "min", "max", "count"])
+        seeds |= bool((stats["count"] > 1).any())
+        err = None
+        if (stats["count"] > 1).any():
+            err = np.array([stats["median"] - stats["min"], stats["max"] - stats["median"]])
+        _line(ax, handles, config, None, stats.index.to_numpy(), stats["median"].to_numpy(), err)
+    values = ok["samples_to_solve"]
+    if len(values) and values.min() > 0 and values.max() / values.min() > 20:
+        ax.set_yscale("log")
+    ax.set_ylabel("training samples to solve")
+    ax.set_title("samples until 100% test accuracy" + (", median and range over solved seeds" if seeds else ""),
+                 fontsize="small")
+    if unsolved:
+        cells = rows[rows["status"] == "ok"].groupby(["config", "depth"]).ngroups
+        text = (", ".join(unsolved) if len(unsolved) <= 6 else f"{len(unsolved)} of {cells} cells")
+        ax.text(0.02, 0.98, "not solved: " + "\n".join(textwrap.wrap(text, 40)),
+                transform=ax.transAxes, va="top", fontsize="x-small", color="dimgray")
+    _empty_note(ax, ok, "samples_to_solve", "no cell solved the task")
+
+
+def _runtime_panel(ax, rows: pd.DataFrame, handles) -> None:
+    ok = rows[(rows["status"] == "ok") & rows["ms_per_step"].notna()]
+    spread = False
+    for config, part in _by_config(ok):
+        implementations = part["implementation"].fillna("").astype(str)
+        several = implementations.nunique() > 1
+        for k, (impl, series) in enumerate(part.groupby(implementations, sort=True)):
+            depths, mid, low, high = [], [], [], []
+            for depth, cell in series.groupby("depth"):
+                m, lo, hi = runtime_summary(cell)
+                depths.append(depth), mid.append(m), low.append(m - lo), high.append(hi - m)
+            has_spread = any(v > 0 for v in low + high)
+            spread |= has_spread
+            _line(ax, handles, config, impl if several else None, np.array(depths), np.array(mid),
+                  np.array([low, high]) if has_spread else None, style=IMPLEMENTATION_STYLES[k % 4])
+    ax.set_ylabel("ms per timestep (forward + backward)")
+    seq = sorted({int(v) for v in ok["seq_len"].dropna()}) if "seq_len" in ok else []
+    detail = f"batch 1, T={seq[0]}" if len(seq) == 1 else "batch 1"
+    ax.set_title(f"runtime, {detail}" + (", median and IQR" if spread else ""), fontsize="small")
+    ax.set_ylim(bottom=0)
+    _empty_note(ax, ok, "ms_per_step")
+
+
+def unsolved_cells(train: pd.DataFrame) -> list[str]:
+    """'config L=d' for each successful cell where no seed solved the task."""
+    ok = train[train["status"] == "ok"]
+    solved = ok["solved"].astype(object).where(ok["solved"].notna(), None)
+    unsolved = []
+    for (config, depth), flags in solved.groupby([ok["config"], ok["depth"]]):
+        known = [f for f in flags if f is not None]
+        if known and not any(bool(f) for f in known):
+            unsolved.append((config, int(depth)))
+    return [f"{c} L={d}" for c, d in sorted(unsolved, key=lambda cd: (config_order(cd[0]), cd[1]))]
+
+
+def runtime_summary(cell: pd.DataFrame) -> tuple[float, float, float]:
+    """Median, 25th and 75th percentile of a cell's timing: the raw samples when stored,
+    else the recorded medians (several records) or median -+ IQR/2 (one record)."""
+    samples = [float(v) for s in cell["samples"] if isinstance(s, (list, tuple)) for v in s
+               if v is not None and math.isfinite(float(v))]
+    if samples:
+        q25, q50, q75 = np.percentile(samples, [25, 50, 75])
+        return float(q50), float(q25), float(q75)
+    medians = cell["ms_per_step"].dropna().to_numpy(dtype=float)
+    if len(medians) > 1:
+        q25, q50, q75 = np.percentile(medians, [25, 50, 75])
+        return float(q50), float(q25), float(q75)
+    iqr = cell["ms_iqr"].dropna()
+    half = float(iqr.iloc[0]) / 2 if len(iqr) else 0.0
+    return float(medians[0]), float(medians[0]) - half, float(medians[0]) + half
+
+
+# ---- helpers -------------------------------------------------------------------------
+def _by_config(rows: pd.DataFrame):
+    for config in sorted(rows["config"].unique(), key=config_order):
+        yield config, rows[rows["config"] == config]
+
+
+def _style(config: str) -> tuple[str, str]:
+    if config in CONFIG_STYLES:
+        return CONFIG_STYLES[config]
+    return OTHER_COLOURS[sum(map(ord, config)) % len(OTHER_COLOURS)], "X"
+
+
+def _line(ax, handles, config, implementation, x, y, err, *, style="-") -> None:
+    colour, marker = _style(config)
+    label = f"{config} ({implementation})" if implementation else config
+    order = np.argsort(x)
+    x, y = x[order], y[order]
+    if err is not None:
+        err = err[..., order]
+    container = ax.errorbar(x, y, yerr=err, color=colour, marker=marker, linestyle=style, capsize=3,
+                            markersize=5, linewidth=1.4, label=label)
+    handles.setdefault(label, container.lines[0])
+
+
+def _empty_note(ax, rows, column, text="no successful cells") -> None:
+    if rows.empty or rows[column].notna().sum() == 0:
+        ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="firebrick")
+
+
+def _is_accuracy(rows: pd.DataFrame) -> bool:
+    return _metric_name(rows) == "accuracy"
+
+
+def _metric_name(rows: pd.DataFrame) -> str:
+    names = rows["metric"].dropna().astype(str).unique()
+    return names[0] if len(names) else "metric"
+
+
+def accuracy_scale(values: pd.Series) -> float:
+    """Accuracies are shown in %; a store holding fractions (all <= 1) is scaled by 100."""
+    values = values.dropna()
+    return 100.0 if len(values) and float(values.max()) <= 1.0 else 1.0
+
+
+def device_line(rows: pd.DataFrame) -> str:
+    """'<device name> (<device>), torch <v>, <n> threads' for each distinct machine setting."""
+    keys = rows[["device_name", "device", "torch_version", "threads"]].astype(object)
+    keys = keys.where(keys.notna(), None).drop_duplicates()
+    parts = []
+    for name, device, version, threads in keys.itertuples(index=False):
+        text = f"{name or 'unknown device'}" + (f" ({device})" if device else "")
+        if version:
+            text += f", torch {version}"
+        if threads is not None:
+            text += f", {int(threads)} threads"
+        parts.append(text)
+    if len(parts) > 2:
+        parts = parts[:2] + [f"and {len(parts) - 2} more"]
+    return "; ".join(parts) if parts else "device unknown"
+
+
+def _note(result: TaskFigure) -> str:
+    lines = []
+    if result.missing:
+        lines.append(f"missing cells (no record): {', '.join(result.missing)}")
+    if result.failed:
+        lines.append("failed cells: " + "; ".join(f.split(":")[0] for f in result.failed))
+    wrapped = [w for line in lines for w in textwrap.wrap(line, NOTE_WIDTH)]
+    if len(wrapped) > 4:
+        wrapped = wrapped[:4] + ["... (the full list is printed by tlstm-bench plot)"]
+    return "\n".join(wrapped)

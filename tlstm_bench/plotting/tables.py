@@ -1,0 +1,175 @@
+"""The paper's tables 1-3 as Markdown, the paper's rows beside ours.
+
+Ours: for each sweep and configuration, the depth that did best on the task (lowest
+BPC; highest accuracy, then fewest samples to solve), the mean over seeds (+- sd when
+there are several). A quick sweep's small models are not the paper's full-scale runs;
+the notes under each table say which settings produced which rows.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from .figures import accuracy_scale, device_line
+from .grid import config_order
+from .paper import PAPER_SETTINGS, PAPER_TABLES
+
+# Task names as the task and sweep modules spell them (aliases tolerated).
+WIKI_TASKS = ("wiki", "enwik8", "wikipedia")
+ADDITION_TASKS = ("addition",)
+MEMORIZATION_TASKS = ("memorization", "memorisation")
+MNIST_TASKS = ("mnist",)
+PMNIST_TASKS = ("pmnist",)
+
+PAPER_NAMES = {"slstm": "sLSTM", "2d": "2D tLSTM", "2d-m": "2D tLSTM-M", "2d-f": "2D tLSTM-F",
+               "3d": "3D tLSTM", "3d-ln": "3D tLSTM+LN", "3d-cn": "3D tLSTM+CN"}
+
+
+def write_tables(frame: pd.DataFrame, out: Path) -> Path:
+    """Write ``tables.md`` under ``out`` and return its path."""
+    train = frame[(frame["kind"] == "train") & (frame["status"] == "ok")]
+    text = "\n".join([
+        "# The paper's tables beside ours",
+        "",
+        "Written by `tlstm-bench plot` from the results store. Paper rows are copied from the",
+        f"paper ({PAPER_TABLES['table1']['source'].split(',')[0]}); ours are the best depth per "
+        "configuration and sweep.",
+        "",
+        table1(train), table2(train), table3(train),
+    ])
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "tables.md"
+    path.write_text(text)
+    return path
+
+
+# ---- the three tables ----------------------------------------------------------------
+def table1(train: pd.DataFrame) -> str:
+    spec = PAPER_TABLES["table1"]
+    rows = [[name, "paper", bpc, params] for name, bpc, params in spec["rows"]]
+    ours = _best(train, WIKI_TASKS, lower_is_better=True)
+    for (sweep, config), cell in ours.items():
+        label = f"{PAPER_NAMES.get(config, config)} (M={cell['channels']})"
+        rows.append([label, f"ours ({sweep})", cell["value"], cell["params"]])
+    return _section(spec, ["model", "source", *spec["columns"]], rows, train, [WIKI_TASKS])
+
+
+def table2(train: pd.DataFrame) -> str:
+    spec = PAPER_TABLES["table2"]
+    rows = [[name, "paper", *cols] for name, *cols in spec["rows"]]
+    addition = _best(train, ADDITION_TASKS, lower_is_better=False)
+    memorization = _best(train, MEMORIZATION_TASKS, lower_is_better=False)
+    for key in sorted(set(addition) | set(memorization), key=lambda k: (k[0], config_order(k[1]))):
+        sweep, config = key
+        cells = []
+        for best in (addition, memorization):
+            cell = best.get(key)
+            cells += [cell["value"], cell["samples"]] if cell else ["-", "-"]
+        rows.append([PAPER_NAMES.get(config, config), f"ours ({sweep})", *cells])
+    return _section(spec, ["model", "source", *spec["columns"]], rows, train, [ADDITION_TASKS, MEMORIZATION_TASKS])
+
+
+def table3(train: pd.DataFrame) -> str:
+    spec = PAPER_TABLES["table3"]
+    rows = [[name, "paper", *cols] for name, *cols in spec["rows"]]
+    mnist = _best(train, MNIST_TASKS, lower_is_better=False)
+    pmnist = _best(train, PMNIST_TASKS, lower_is_better=False)
+    for key in sorted(set(mnist) | set(pmnist), key=lambda k: (k[0], config_order(k[1]))):
+        sweep, config = key
+        cells = [b[key]["value"].replace("%", "") if key in b else "-" for b in (mnist, pmnist)]
+        rows.append([PAPER_NAMES.get(config, config), f"ours ({sweep})", *cells])
+    return _section(spec, ["model", "source", *spec["columns"]], rows, train, [MNIST_TASKS, PMNIST_TASKS])
+
+
+# ---- helpers -------------------------------------------------------------------------
+def _best(train: pd.DataFrame, tasks: tuple[str, ...], *, lower_is_better: bool) -> dict:
+    """{(sweep, config): formatted best cell} over the records of ``tasks``."""
+    rows = train[train["task"].isin(tasks)]
+    column = "test_metric" if rows["test_metric"].notna().any() else "valid_metric"
+    rows = rows[rows[column].notna()]
+    if rows.empty:
+        return {}
+    accuracy = not lower_is_better
+    scale = accuracy_scale(rows[column]) if accuracy else 1.0
+    best = {}
+    for (sweep, config), part in rows.groupby(["sweep", "config"], sort=False):
+        cells = []
+        for depth, cell in part.groupby("depth"):
+            values = cell[column].astype(float) * scale
+            solved = cell["samples_to_solve"].dropna()
+            cells.append({
+                "depth": int(depth), "mean": values.mean(), "sd": values.std() if len(values) > 1 else None,
+                "n": len(values), "channels": _first_int(cell["channels"]), "params": _first_int(cell["params"]),
+                "solved": len(solved), "samples": solved.mean() if len(solved) else math.inf,
+            })
+        if lower_is_better:
+            top = min(cells, key=lambda c: (c["mean"], c["depth"]))
+        else:  # accuracy first, then fewer samples to solve
+            top = min(cells, key=lambda c: (-round(c["mean"], 6), c["samples"], c["depth"]))
+        best[sweep, config] = _format(top, accuracy)
+    return best
+
+
+def _format(cell: dict, accuracy: bool) -> dict:
+    digits = 1 if accuracy else 3
+    value = f"{cell['mean']:.{digits}f}" + (f" +- {cell['sd']:.{digits}f}" if cell["sd"] is not None else "")
+    if accuracy:
+        value += "%"
+    value += f" (L={cell['depth']}" + (f", {cell['n']} seeds)" if cell["n"] > 1 else ")")
+    if math.isinf(cell["samples"]):
+        samples = "not solved"
+    else:
+        samples = count_text(cell["samples"]) + (f" ({cell['solved']}/{cell['n']} solved)" if cell["solved"] < cell["n"] else "")
+    return {"depth": cell["depth"], "value": value, "samples": samples,
+            "channels": cell["channels"] if cell["channels"] is not None else "?",
+            "params": count_text(cell["params"]) if cell["params"] is not None else "?"}
+
+
+def _first_int(series: pd.Series):
+    values = series.dropna()
+    return int(values.iloc[0]) if len(values) else None
+
+
+def count_text(n: float) -> str:
+    """298000 -> '298K', 5000000 -> '5M', 10012345 -> '10.0M' (the paper's style)."""
+    if n >= 1e6:
+        return f"{n / 1e6:.3g}M" if n / 1e6 < 10 else f"{n / 1e6:.1f}M"
+    if n >= 1e3:
+        return f"{n / 1e3:.0f}K"
+    return f"{n:.0f}"
+
+
+def _section(spec: dict, header: list[str], rows: list[list[str]], train: pd.DataFrame,
+             task_groups: list[tuple[str, ...]]) -> str:
+    lines = [f"## {spec['title']}", "", markdown_table(header, rows), ""]
+    tasks = [t for group in task_groups for t in group]
+    mine = train[train["task"].isin(tasks)]
+    if mine.empty:
+        wanted = " / ".join(group[0] for group in task_groups)
+        lines.append(f"Ours: no records for {wanted} in the selected sweeps "
+                     f"(run `tlstm-bench sweep {task_groups[0][0]}`).")
+    else:
+        for sweep, part in mine.groupby("sweep"):
+            lines.append(f"Ours ({sweep}): {device_line(part)}; git {_commits(part)}.")
+    settings = "; ".join(f"{group[0]}: {PAPER_SETTINGS[group[0]]}" for group in task_groups if group[0] in PAPER_SETTINGS)
+    lines += ["", f"Paper rows: {spec['source']}. The paper's sweep settings: {settings}.", ""]
+    return "\n".join(lines)
+
+
+def _commits(rows: pd.DataFrame) -> str:
+    if "git_commit" not in rows:
+        return "unknown"
+    commits = sorted({str(c)[:8] for c in rows["git_commit"].dropna()})
+    dirty = "git_dirty" in rows and bool(rows["git_dirty"].fillna(False).astype(bool).any())
+    return (", ".join(commits) or "unknown") + (" (dirty)" if dirty else "")
+
+
+def markdown_table(header: list[str], rows: list[list]) -> str:
+    def cell(value) -> str:
+        return str(value).replace("|", "\\|")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
