@@ -1,0 +1,43 @@
+"""``tlstm-bench visualize``: the paper's figure 6 for one model and one example."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app, console, err_console, handles_user_errors
+
+
+@app.command()
+@handles_user_errors
+def visualize(
+    source: Annotated[str, typer.Argument(
+        metavar="CHECKPOINT_OR_CONFIG",
+        help="A training checkpoint (checkpoint.pt or its folder) or a tLSTM configuration (2d, 3d-cn, tlstm:...).")],
+    task: Annotated[Optional[str], typer.Option(help="Task of the example (a configuration's default: memorization).")] = None,
+    task_option: Annotated[Optional[list[str]], typer.Option(
+        "--task-option", help="A task option KEY=VALUE, repeatable (symbols=5, digits=3, source=digits).")] = None,
+    depth: Annotated[Optional[int], typer.Option("--depth", "-L", help="Depth L of a configuration (default 4).")] = None,
+    channels: Annotated[Optional[int], typer.Option(help="Channel size M of a configuration (default 32).")] = None,
+    budget: Annotated[Optional[str], typer.Option(help="Parameter budget instead of --channels (10M, slstm:100).")] = None,
+    state_dict: Annotated[Optional[Path], typer.Option(help="Weights for a configuration (a state_dict file).")] = None,
+    example: Annotated[int, typer.Option(help="Which example: the n-th test sample (algorithmic tasks) or a seed.")] = 0,
+    out: Annotated[Optional[Path], typer.Option(help="Output path without suffix; .png and .pdf are written "
+                                                     "(default results/figures/fig6-<task>-<config>-L<depth>).")] = None,
+) -> None:
+    """Draw the channel mean of the memory cell along the tensor diagonal over time (paper figure 6).
+
+    Without a checkpoint or --state-dict the model is untrained, and the figure and this command say so.
+    """
+    from ..analysis.visualize import parse_task_options
+    from ..analysis.visualize import visualize as draw_visualization
+
+    result = draw_visualization(source, out=out, example=example, task=task,
+                                task_options=parse_task_options(task_option), depth=depth, channels=channels,
+                                budget=budget, state_dict=state_dict)
+    for note in result.notes:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+    console.print(f"{result.origin}", highlight=False)
+    console.print("wrote " + ", ".join(str(p) for p in result.paths), highlight=False)
