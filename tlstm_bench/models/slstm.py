@@ -9,6 +9,9 @@ Implementations (``model.implementation``), equal up to float rounding:
 
 * ``fused``: layer by layer, each layer one call of the fused torch LSTM kernel (T*L
   sequential cell steps, but the fastest per-layer kernel there is);
+* ``wavefront``: because the weights are shared, step s runs layer l at time s-l
+  (Appleyard et al. 2016): every cell of one anti-diagonal is one batched cell call,
+  T+L-1 sequential steps like the tLSTM;
 * ``loop``: the plain per-cell loop, the oracle for the others.
 """
 
@@ -98,4 +101,27 @@ def run_fused(model: SLSTM, z: torch.Tensor, state: SLSTMState):
     return inp, SLSTMState(torch.stack(hs), torch.stack(cs))
 
 
-SLSTM_IMPLEMENTATIONS: dict[str, Callable] = {"fused": run_fused, "loop": run_loop}
+def run_wavefront(model: SLSTM, z: torch.Tensor, state: SLSTMState):
+    """T + L - 1 steps; at step s the layers lo..hi (those with 0 <= s - l < T) run as one call.
+
+    Layer l at step s handles time t = s - l: its input is z_t for l = 0 and, for l >= 1,
+    layer l-1's hidden state from step s-1 (which was time t of layer l-1). A layer not
+    yet started or already finished keeps its state, so the state handed back is each
+    layer's state after time T-1, as for the other implementations.
+    """
+    seq_len, depth = z.shape[1], model.depth
+    h, c = state.h, state.c  # (L, B, M)
+    outputs = []
+    for s in range(seq_len + depth - 1):
+        lo, hi = max(0, s - seq_len + 1), min(depth - 1, s)
+        below = h[max(lo - 1, 0):hi]  # layer l-1's hidden state for l = max(lo,1) .. hi
+        x = torch.cat([z[:, s].unsqueeze(0), below]) if lo == 0 else below
+        h_new, c_new = model.cell(x, h[lo:hi + 1], c[lo:hi + 1])  # one batched call per diagonal
+        h = torch.cat([h[:lo], h_new, h[hi + 1:]])
+        c = torch.cat([c[:lo], c_new, c[hi + 1:]])
+        if hi == depth - 1:
+            outputs.append(h_new[-1])  # the top layer at time s - L + 1
+    return torch.stack(outputs, dim=1), SLSTMState(h, c)
+
+
+SLSTM_IMPLEMENTATIONS: dict[str, Callable] = {"fused": run_fused, "wavefront": run_wavefront, "loop": run_loop}
