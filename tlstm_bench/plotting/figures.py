@@ -146,6 +146,9 @@ def _metric_panel(ax, rows: pd.DataFrame, handles) -> None:
         err = (stats["std"] * scale).fillna(0).to_numpy() if (stats["count"] > 1).any() else None
         _line(ax, handles, config, None, stats.index.to_numpy(), stats["mean"].to_numpy() * scale, err)
     split = "test" if column == "test_metric" else "validation"
+    shown = ok[column].dropna() * scale
+    if accuracy and len(shown):  # keep a flat or near-100% curve readable: pad, but stay within 0..100
+        ax.set_ylim(max(0.0, shown.min() - 5), min(101.0, shown.max() + 5))
     if accuracy:
         ax.set_ylabel(f"{split} accuracy (%)")
         ax.set_title("accuracy (higher is better)" + (", mean $\\pm$ sd over seeds" if seeds else ""), fontsize="small")
