@@ -104,6 +104,7 @@ def _best(train: pd.DataFrame, tasks: tuple[str, ...], *, lower_is_better: bool)
                 "depth": int(depth), "mean": values.mean(), "sd": values.std() if len(values) > 1 else None,
                 "n": len(values), "channels": _first_int(cell["channels"]), "params": _first_int(cell["params"]),
                 "solved": len(solved), "samples": solved.mean() if len(solved) else math.inf,
+                "seen": _first_int(cell["samples_seen"].sort_values(ascending=False)) if "samples_seen" in cell else None,
             })
         if lower_is_better:
             top = min(cells, key=lambda c: (c["mean"], c["depth"]))
@@ -120,7 +121,7 @@ def _format(cell: dict, accuracy: bool) -> dict:
         value += "%"
     value += f" (L={cell['depth']}" + (f", {cell['n']} seeds)" if cell["n"] > 1 else ")")
     if math.isinf(cell["samples"]):
-        samples = "not solved"
+        samples = "not solved" + (f" in {count_text(cell['seen'])}" if cell["seen"] else "")
     else:
         samples = count_text(cell["samples"]) + (f" ({cell['solved']}/{cell['n']} solved)" if cell["solved"] < cell["n"] else "")
     return {"depth": cell["depth"], "value": value, "samples": samples,
@@ -152,11 +153,31 @@ def _section(spec: dict, header: list[str], rows: list[list[str]], train: pd.Dat
         lines.append(f"Ours: no records for {wanted} in the selected sweeps "
                      f"(run `tlstm-bench sweep {task_groups[0][0]}`).")
     else:
-        for sweep, part in mine.groupby("sweep"):
-            lines.append(f"Ours ({sweep}): {device_line(part)}; git {_commits(part)}.")
+        for (sweep, task), part in mine.groupby(["sweep", "task"]):
+            lines.append(f"Ours ({sweep}, {task}): {_settings(part)}; {device_line(part)}; git {_commits(part)}.")
     settings = "; ".join(f"{group[0]}: {PAPER_SETTINGS[group[0]]}" for group in task_groups if group[0] in PAPER_SETTINGS)
     lines += ["", f"Paper rows: {spec['source']}. The paper's sweep settings: {settings}.", ""]
     return "\n".join(lines)
+
+
+def _settings(rows: pd.DataFrame) -> str:
+    """What the runs were asked to do: task options, size, preset and length."""
+    def values(column, fmt="{}"):
+        if column not in rows:
+            return []
+        seen = []
+        for v in rows[column]:
+            if isinstance(v, dict) or (v is not None and not (isinstance(v, float) and math.isnan(v))):
+                text = fmt.format(v) if not isinstance(v, dict) else fmt.format(
+                    ", ".join(f"{k}={x}" for k, x in sorted(v.items()) if k not in ("test_seed", "test_size")))
+                if text and text not in seen:
+                    seen.append(text)
+        return seen
+    parts = values("task_options") + values("preset", "preset {}")
+    parts += values("channels", "M={:.0f}") + values("budget", "budget {}")
+    parts += values("max_samples", "at most {:,.0f} samples") + values("epochs", "at most {:.0f} epochs")
+    parts += [f"{len(rows['seed'].dropna().unique())} seed(s)"]
+    return ", ".join(parts)
 
 
 def _commits(rows: pd.DataFrame) -> str:
