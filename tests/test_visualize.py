@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 import torch
 from typer.testing import CliRunner
 
 from tlstm_bench.analysis import diagonal_channel_mean, diagonal_indices, trace_cells
-from tlstm_bench.analysis.visualize import visualize
+from tlstm_bench.analysis.visualize import best_checkpoint, visualize
 from tlstm_bench.cli import app
 from tlstm_bench.models import build_model
 
@@ -88,15 +91,40 @@ def test_visualize_uses_the_given_weights(tmp_path):
     torch.testing.assert_close(torch.from_numpy(result.values), expected)
 
 
-def test_visualize_a_training_checkpoint(tmp_path):
+@pytest.fixture(scope="module")
+def checkpoint_dir(tmp_path_factory):
+    """A real (very short) training run's checkpoint folder."""
     from tlstm_bench.training import train
 
+    folder = tmp_path_factory.mktemp("run")
     train("2d", task="memorization", depth=2, channels=4, max_samples=15, batch_size=15, eval_every=15,
-          checkpoint_dir=tmp_path / "run", progress=False, symbols=3)
-    result = CliRunner().invoke(app, ["visualize", str(tmp_path / "run"), "--out", str(tmp_path / "fig")])
+          checkpoint_dir=folder, progress=False, symbols=3)
+    return folder
+
+
+def test_visualize_a_training_checkpoint(checkpoint_dir, tmp_path):
+    result = CliRunner().invoke(app, ["visualize", str(checkpoint_dir), "--out", str(tmp_path / "fig")])
     assert result.exit_code == 0, result.output
     assert "trained: " in result.output and "UNTRAINED" not in result.output
     assert (tmp_path / "fig.png").exists()
+
+
+def test_visualize_best_of_a_sweep_picks_the_best_tlstm_checkpoint(checkpoint_dir, tmp_path):
+    store = tmp_path / "store"
+    accuracy = {"a-slstm": 0.9, "b-2d-good": 0.5, "c-2d-bad": 0.2}  # sLSTM has no cell tensor: never picked
+    for cell_id, acc in accuracy.items():
+        (store / "s" / ".checkpoints" / cell_id).mkdir(parents=True)
+        shutil.copy(checkpoint_dir / "checkpoint.pt", store / "s" / ".checkpoints" / cell_id / "checkpoint.pt")
+        record = {"id": cell_id, "sweep": "s", "kind": "train", "task": "memorization", "status": "ok",
+                  "config": "slstm" if "slstm" in cell_id else "2d", "depth": 2, "seed": 0, "metric": "accuracy",
+                  "test_metric": acc, "samples_to_solve": None}
+        (store / "s" / f"{cell_id}.json").write_text(json.dumps(record))
+    path, record = best_checkpoint("s", root=store)
+    assert record["id"] == "b-2d-good" and path == store / "s" / ".checkpoints" / "b-2d-good" / "checkpoint.pt"
+    result = CliRunner().invoke(app, ["visualize", "--best", "s", "--results-dir", str(store),
+                                      "--out", str(tmp_path / "fig")])
+    assert result.exit_code == 0, result.output
+    assert "b-2d-good" in result.output and (tmp_path / "fig.png").exists()
 
 
 @pytest.mark.parametrize("args, message", [
@@ -105,6 +133,8 @@ def test_visualize_a_training_checkpoint(tmp_path):
     (["missing/checkpoint.pt"], "no checkpoint at"),
     (["2d", "--task-option", "symbols"], "--task-option takes KEY=VALUE"),
     (["2d", "--task", "nosuch"], "unknown task"),
+    ([], "give a checkpoint or configuration, or --best SWEEP"),
+    (["2d", "--best", "quick"], "give a checkpoint or configuration, or --best SWEEP"),
 ])
 def test_visualize_bad_input_is_one_line_exit_2(args, message, tmp_path):
     result = CliRunner().invoke(app, ["visualize", *args, "--out", str(tmp_path / "f")])

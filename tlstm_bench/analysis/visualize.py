@@ -146,6 +146,33 @@ def load_model(source: str, *, task: str | None = None, task_options: dict | Non
     return Loaded(model, the_task, True, f"weights: {weights_path}")
 
 
+def best_checkpoint(sweep: str, *, task: str | None = None, root: "str | Path | None" = None) -> tuple[Path, dict]:
+    """The checkpoint of the best trained tLSTM in a sweep (paper figure 6 draws "the best
+    performing tLSTM" of each task): lowest BPC or highest accuracy, then fewest samples to
+    solve. Sweep cells keep their checkpoint in ``<store>/<sweep>/.checkpoints/<cell id>/``."""
+    from ..plotting.records import read_records, store_root
+
+    frame = read_records([sweep], root)
+    rows = frame[(frame["kind"] == "train") & (frame["status"] == "ok") & (frame["config"] != "slstm")]
+    if task is not None:
+        rows = rows[rows["task"] == task]
+    rows = rows[rows["test_metric"].notna()]
+    folder = store_root(root) / sweep / ".checkpoints"
+    rows = rows[[(folder / str(i) / "checkpoint.pt").is_file() for i in rows["id"]]]
+    if rows.empty:
+        what = f"task {task}" if task else "any task"
+        raise UserError(f"no trained tLSTM with a checkpoint for {what} in sweep {sweep} ({folder}); "
+                        f"run `tlstm-bench sweep {sweep}` first, or give a checkpoint")
+    if rows["task"].nunique() > 1:
+        raise UserError(f"sweep {sweep} trained several tasks ({', '.join(sorted(rows['task'].unique()))}); "
+                        "pick one with --task")
+    lower = (rows["metric"] == "bpc").all()
+    order = rows.assign(_m=rows["test_metric"] * (1 if lower else -1),
+                        _s=rows["samples_to_solve"].fillna(float("inf")))
+    best = order.sort_values(["_m", "_s", "depth"], kind="stable").iloc[0]
+    return folder / str(best["id"]) / "checkpoint.pt", best.drop(["_m", "_s"]).to_dict()
+
+
 def _require_tlstm(model) -> None:
     if not isinstance(model, TLSTM):
         raise UserError(f"{model.arch.label} has no memory-cell tensor to draw; visualize a tLSTM checkpoint")

@@ -13,9 +13,12 @@ from .app import app, console, err_console, handles_user_errors
 @app.command()
 @handles_user_errors
 def visualize(
-    source: Annotated[str, typer.Argument(
+    source: Annotated[Optional[str], typer.Argument(
         metavar="CHECKPOINT_OR_CONFIG",
-        help="A training checkpoint (checkpoint.pt or its folder) or a tLSTM configuration (2d, 3d-cn, tlstm:...).")],
+        help="A training checkpoint (checkpoint.pt or its folder) or a tLSTM configuration (2d, 3d-cn, tlstm:...).")] = None,
+    best: Annotated[Optional[str], typer.Option(
+        help="Instead of CHECKPOINT_OR_CONFIG: the best trained tLSTM of this sweep (its cell checkpoint).")] = None,
+    results_dir: Annotated[Optional[Path], typer.Option(help="Results store for --best (default $TLSTM_BENCH_RESULTS or results/store).")] = None,
     task: Annotated[Optional[str], typer.Option(help="Task of the example (a configuration's default: memorization).")] = None,
     task_option: Annotated[Optional[list[str]], typer.Option(
         "--task-option", help="A task option KEY=VALUE, repeatable (symbols=5, digits=3, source=digits).")] = None,
@@ -31,9 +34,17 @@ def visualize(
 
     Without a checkpoint or --state-dict the model is untrained, and the figure and this command say so.
     """
-    from ..analysis.visualize import parse_task_options
+    from ..analysis.visualize import best_checkpoint, parse_task_options
     from ..analysis.visualize import visualize as draw_visualization
+    from ..errors import UserError
 
+    if (source is None) == (best is None):
+        raise UserError("give a checkpoint or configuration, or --best SWEEP (one of them)")
+    if best is not None:
+        path, record = best_checkpoint(best, task=task, root=results_dir)
+        console.print(f"best tLSTM in sweep {best}: {record['config']} L={int(record['depth'])} on {record['task']}, "
+                      f"test {record['metric']} {record['test_metric']:.4g}", highlight=False)
+        source, task = str(path), None
     result = draw_visualization(source, out=out, example=example, task=task,
                                 task_options=parse_task_options(task_option), depth=depth, channels=channels,
                                 budget=budget, state_dict=state_dict)
