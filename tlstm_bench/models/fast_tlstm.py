@@ -27,6 +27,8 @@ use ``implementation="eager"`` for that.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from .tlstm import NORM_EPS, TLSTM, TLSTM_IMPLEMENTATIONS, TLSTMState
@@ -55,7 +57,17 @@ class _Geometry:
 # does (measured here: 8 us vs 43 us for the same four calls). norm: 0 none, 1 cn, 2 ln.
 
 
-@torch.jit.script
+def _script(fn):
+    """TorchScript ``fn``; if this torch cannot (TorchScript is deprecated), keep it as Python."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            return torch.jit.script(fn)
+        except Exception:  # noqa: BLE001  (same computation, only slower)
+            return fn
+
+
+@_script
 def _forward_loop(src: torch.Tensor, cs: torch.Tensor, acts: torch.Tensor, tns: torch.Tensor,
                   ccs: torch.Tensor, means: torch.Tensor, rstds: torch.Tensor, w2: torch.Tensor,
                   b_h: torch.Tensor, gain: torch.Tensor, bias: torch.Tensor, hidx: torch.Tensor,
@@ -95,7 +107,7 @@ def _forward_loop(src: torch.Tensor, cs: torch.Tensor, acts: torch.Tensor, tns: 
         torch.mul(tns[s], a3[:, :, 3 * m:4 * m], out=src[s + 1, :, 2:])  # eq. 15
 
 
-@torch.jit.script
+@_script
 def _backward_loop(src: torch.Tensor, cs: torch.Tensor, acts: torch.Tensor, tns: torch.Tensor,
                    ccs: torch.Tensor, means: torch.Tensor, rstds: torch.Tensor, w2t: torch.Tensor,
                    gain: torch.Tensor, hidx: torch.Tensor, cidx: torch.Tensor, dsrc: torch.Tensor,
