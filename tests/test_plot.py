@@ -177,3 +177,18 @@ def test_plotting_never_imports_torch(store, tmp_path):
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_missing_cells_follow_the_sweeps_spec_file(store, tmp_path, monkeypatch):
+    from tlstm_bench.plotting import grid
+
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "synth.toml").write_text(
+        'task = "memorization"\nconfigs = ["slstm", "2d", "3d-cn"]\ndepths = [1, 2, 3]\nchannels = 8\n'
+        '[train]\ndepths = [1, 2, 3, 4]\n[runtime]\nconfigs = ["slstm", "2d", "3d", "3d-cn"]\n')
+    monkeypatch.setattr(grid, "SPEC_DIRS", (tmp_path / "specs",))
+    report = plot_results(["synth"], out=tmp_path / "figures", root=store)
+    runtime = next(f for f in report.figures if f.task == "runtime")
+    train = next(f for f in report.figures if f.task == "memorization")
+    assert runtime.missing == ["runtime 3d L=1", "runtime 3d L=2", "runtime 3d L=3", "runtime 3d-cn L=3"]
+    assert train.missing == ["train slstm L=4", "train 2d L=4", "train 3d-cn L=3", "train 3d-cn L=4"]

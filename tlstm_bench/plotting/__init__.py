@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .figures import TaskFigure, draw_task
+from .grid import sweep_file_grid
 from .records import read_records, store_root
 from .tables import write_tables
 
@@ -42,7 +43,8 @@ def plot_results(sweeps: "list[str] | None" = None, *, out: "str | Path" = "resu
     report = PlotReport(records=len(frame))
     for sweep in dict.fromkeys(frame["sweep"]):
         rows = frame[frame["sweep"] == sweep]
+        expected = sweep_file_grid(sweep)
         for task in sorted(rows["task"].unique(), key=lambda t: (t != "runtime", t)):
-            report.figures.append(draw_task(rows[rows["task"] == task], sweep, task, out))
+            report.figures.append(draw_task(rows[rows["task"] == task], sweep, task, out, expected))
     report.tables = write_tables(frame, out)
     return report

@@ -68,8 +68,12 @@ def figure_name(sweep: str, task: str) -> str:
     return slug(sweep) if task == sweep else f"{slug(sweep)}-{slug(task)}"
 
 
-def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path) -> TaskFigure:
-    """Draw one figure (PNG and PDF) for the records of one sweep and task."""
+def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
+              expected: "dict[str, tuple[list[str], list[int]]] | None" = None) -> TaskFigure:
+    """Draw one figure (PNG and PDF) for the records of one sweep and task.
+
+    ``expected``: {kind: (configs, depths)} of the sweep's spec, when known (missing cells).
+    """
     result = TaskFigure(sweep, task)
     train = rows[rows["kind"] == "train"]
     runtime = rows[rows["kind"] == "runtime"]
@@ -83,7 +87,9 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path) -> TaskFigur
     if not panels:  # records of an unknown kind: nothing to draw
         return result
 
-    statuses = {kind: cell_status(part, kind) for kind, part in (("train", train), ("runtime", runtime)) if len(part)}
+    expected = expected or {}
+    statuses = {kind: cell_status(part, kind, expected.get(kind))
+                for kind, part in (("train", train), ("runtime", runtime)) if len(part)}
     for kind, status in statuses.items():
         result.missing += [f"{kind} {c} L={d}" for c, d in status.missing]
         result.failed += [f"{kind} {c} L={d}: {status.errors[c, d]}" for c, d in status.failed]

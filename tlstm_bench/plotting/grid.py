@@ -1,15 +1,20 @@
 """Which cells of a sweep's grid (configuration x depth) a figure has, lacks, or saw fail.
 
-The expected grid comes from the sweep spec stored in each record (``spec``) when it
-names the configurations and depths; otherwise it is every configuration x every depth
-that appears in the records (so a hole in the middle of the grid is still reported).
+The expected grid is the union of: the sweep's spec file (``sweeps/<sweep>.toml``, its
+``configs`` and ``depths`` for the ``[train]`` / ``[runtime]`` table) when there is one; a
+grid named in the records' ``spec``; and every configuration x every depth that appears in
+the records (so a hole in the middle of the grid is reported even without a spec file).
 """
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
+
+SPEC_DIRS = (Path("sweeps"), Path(__file__).resolve().parents[2] / "sweeps")  # as tlstm_bench.sweeps looks
 
 # SPEC section 6 order; knob strings and other names sort after these.
 CONFIG_ORDER = ("slstm", "2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn")
@@ -56,9 +61,37 @@ def spec_grid(spec, kind: str) -> tuple[list[str], list[int]]:
         return [], []
 
 
-def cell_status(rows: pd.DataFrame, kind: str) -> CellStatus:
-    """Expected, missing and failed (config, depth) cells for the records of one kind."""
-    configs, depths = [], []
+def sweep_file_grid(sweep: str) -> dict[str, tuple[list[str], list[int]]]:
+    """{kind: (configs, depths)} from ``sweeps/<sweep>.toml``; {} when there is no readable file."""
+    for folder in SPEC_DIRS:
+        path = folder / f"{sweep}.toml"
+        if not path.is_file():
+            continue
+        try:
+            data = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError):
+            return {}
+        grid = {}
+        for kind in ("train", "runtime"):
+            table = data.get(kind)
+            if not isinstance(table, dict):
+                continue
+            configs = table.get("configs", data.get("configs"))
+            depths = table.get("depths", data.get("depths"))
+            try:
+                grid[kind] = ([str(c) for c in _as_list(configs)], [int(d) for d in _as_list(depths)])
+            except (TypeError, ValueError):
+                continue
+        return grid
+    return {}
+
+
+def cell_status(rows: pd.DataFrame, kind: str, expected: "tuple[list[str], list[int]] | None" = None) -> CellStatus:
+    """Expected, missing and failed (config, depth) cells for the records of one kind.
+
+    ``expected``: (configs, depths) the sweep's spec file asks for, when known.
+    """
+    configs, depths = list(expected[0]) if expected else [], list(expected[1]) if expected else []
     for spec in rows["spec"]:
         c, d = spec_grid(spec, kind)
         configs += c
