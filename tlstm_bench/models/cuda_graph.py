@@ -54,7 +54,7 @@ class _Core(nn.Module):
 def check_cuda(z: torch.Tensor) -> None:
     if not torch.cuda.is_available():
         raise UserError("implementation 'cuda-graph' needs CUDA, which is not available here; "
-                        "use implementation 'fast' (or --device cpu with the default)")
+                        "use implementation 'fast'")
     if not z.is_cuda:
         raise UserError("implementation 'cuda-graph' needs the model and input on a CUDA device "
                         "(model.to('cuda')); on a CPU use implementation 'fast'")

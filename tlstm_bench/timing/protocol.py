@@ -1,0 +1,257 @@
+"""The runtime protocol of SPEC section 8, the paper's definition of runtime.
+
+Milliseconds of one forward + loss + backward pass per timestep of a single example:
+batch 1, a whole sequence of T timesteps, divided by T. Warm-up runs first and is not
+kept; then ``repeats`` timed runs; the record holds the median, the quartiles and
+every raw sample.
+
+* CPU: ``time.perf_counter`` (monotonic), an explicit thread count
+  (``torch.set_num_threads``), and subnormal floats flushed
+  (``torch.set_flush_denormal(True)``; recorded as ``flush_denormal``), because the
+  decaying recurrent state produces subnormals that slowed the same model 10-100x.
+* CUDA: CUDA events around each run, synchronised before reading them.
+
+Several cases (configuration x depth x implementation) are timed with their repeats
+interleaved (round r times every case once before round r+1 starts), so slow phases of
+a shared machine hit every case alike and ratios between cases stay meaningful.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import torch
+from torch.nn import functional as F
+
+from ..errors import UserError
+from ..models import build_model, format_config, parse_config
+from ..results import provenance
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+# What is timed when no implementation is named: the fastest correct path on a CPU
+# (README, runtime). For the tLSTM that is "fast", not build_model's default "eager".
+TIMING_DEFAULTS = {"tlstm": "fast", "slstm": "fused"}
+
+
+def default_implementation(config: str) -> str:
+    return TIMING_DEFAULTS[parse_config(config).kind]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One thing to time: a configuration at a depth with one implementation (None: the default)."""
+
+    config: str
+    depth: int
+    implementation: str | None = None  # None: TIMING_DEFAULTS
+
+    @property
+    def key(self) -> tuple[str, int, str | None]:
+        return (self.config, self.depth, self.implementation)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    """Linear-interpolation quantile (numpy's default) of a non-empty list."""
+    s = sorted(values)
+    pos = (len(s) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def summarize(samples: list[float]) -> dict:
+    """Median, quartiles and IQR of the per-repeat ms per step."""
+    q25, q75 = _quantile(samples, 0.25), _quantile(samples, 0.75)
+    return {"ms_per_step": statistics.median(samples), "ms_q25": q25, "ms_q75": q75, "ms_iqr": q75 - q25}
+
+
+def resolve_device(device: str) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise UserError(f"unknown device {device!r}; use cpu or cuda") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise UserError(f"unsupported device {device!r}; use cpu or cuda")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda was asked for but CUDA is not available here; use --device cpu")
+    return dev
+
+
+@contextmanager
+def cpu_settings(threads: int | None):
+    """Set the thread count and flush subnormals for the measurement; restore afterwards."""
+    if threads is not None and threads < 1:
+        raise UserError(f"threads must be >= 1, got {threads}")
+    old_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    flushed = bool(torch.set_flush_denormal(True))
+    try:
+        yield flushed
+    finally:
+        torch.set_flush_denormal(False)  # torch's default; do not leak into the caller
+        torch.set_num_threads(old_threads)
+
+
+class _Run:
+    """A built model with its fixed input and target: one call = forward + loss + backward."""
+
+    def __init__(self, case: Case, *, channels, budget, vocab, input_size, output_size, seq_len,
+                 device, dtype, seed):
+        torch.manual_seed(seed)
+        self.model = build_model(case.config, case.depth, vocab=vocab, input_size=input_size,
+                                 output_size=output_size, channels=channels, budget=budget,
+                                 implementation=case.implementation or default_implementation(case.config))
+        self.model.to(device=device, dtype=dtype)
+        gen = torch.Generator().manual_seed(seed)
+        out = self.model.output_size
+        if self.model.tokens:
+            x = torch.randint(0, self.model.input_size, (1, seq_len), generator=gen)
+        else:
+            x = torch.randn(1, seq_len, self.model.input_size, generator=gen, dtype=dtype)
+        self.x = x.to(device)
+        self.target = torch.randint(0, out, (seq_len,), generator=gen).to(device)
+
+    def __call__(self) -> None:
+        for p in self.model.parameters():
+            p.grad = None
+        y, _ = self.model(self.x)
+        loss = F.cross_entropy(y.reshape(-1, y.shape[-1]), self.target)
+        loss.backward()
+
+
+def _time_once(run: _Run, device: torch.device, extra_delay: float) -> float:
+    """Seconds of one forward + loss + backward."""
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(device)
+        start.record()
+        run()
+        if extra_delay:
+            torch.cuda._sleep(int(extra_delay * 1e9))  # test hook only; roughly cycles
+        end.record()
+        torch.cuda.synchronize(device)
+        return start.elapsed_time(end) / 1000.0
+    t0 = time.perf_counter()
+    run()
+    if extra_delay:
+        time.sleep(extra_delay)  # test-only slowdown hook (see measure_cases ``delay``)
+    return time.perf_counter() - t0
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name from /proc/cpuinfo (Linux), to name the device in records."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def runtime_record(case: Case, run: _Run, samples_s: list[float], *, seq_len, device, dtype, threads,
+                   flushed, warmup, repeats) -> dict:
+    model = run.model
+    samples = [1000.0 * s / seq_len for s in samples_s]
+    return {
+        **provenance(device),
+        "config": model.arch.label,
+        "implementation": model.implementation,
+        "depth": model.depth,
+        "channels": model.channels,
+        "tensor_size": model.tensor_size,
+        "params": sum(p.numel() for p in model.parameters()),
+        "input_size": model.input_size,
+        "output_size": model.output_size,
+        "seq_len": seq_len,
+        "batch": 1,
+        "sequential_steps": model.arch.sequential_steps(seq_len, model.depth),
+        "device": device.type,
+        "cpu_model": cpu_model() if device.type == "cpu" else None,
+        "threads": torch.get_num_threads() if threads is None else threads,
+        "dtype": dtype,
+        "flush_denormal": flushed,
+        "clock": "cuda_events" if device.type == "cuda" else "perf_counter",
+        "warmup": warmup,
+        "repeats": repeats,
+        "interleaved": True,
+        **summarize(samples),
+        "samples": samples,
+    }
+
+
+def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: int | None = 205,
+                  input_size=None, output_size=None, seq_len: int = 100, device: str = "cpu",
+                  repeats: int = 10, warmup: int = 3, threads: int | None = None, dtype: str = "float32",
+                  seed: int = 0, repeats_for: Callable[[Case], int] | None = None,
+                  delay: Callable[[Case], float] | None = None,
+                  progress: Callable[[str], None] | None = None) -> list[dict]:
+    """Time every case with interleaved repeats; one record per case, in the order given.
+
+    ``repeats_for(case)`` may lower the repeats of a slow case (e.g. the oracle at L=10);
+    such a case simply drops out of the later rounds. ``delay(case)`` is a test-only hook
+    that adds that many seconds inside the timed region of each run of a case (how the
+    regression tests inject a slowdown into one curve).
+    """
+    cases = list(cases)
+    if not cases:
+        raise UserError("nothing to time: give at least one configuration and depth")
+    if repeats < 1 or warmup < 0:
+        raise UserError(f"repeats must be >= 1 and warmup >= 0, got {repeats} and {warmup}")
+    if seq_len < 1:
+        raise UserError(f"seq_len (T) must be >= 1, got {seq_len}")
+    if dtype not in DTYPES:
+        raise UserError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+    dev = resolve_device(device)
+    for case in cases:
+        parse_config(case.config)
+    wanted = {c: (repeats_for(c) if repeats_for else repeats) for c in cases}
+    with cpu_settings(threads) as flushed:
+        runs = {}
+        for case in cases:
+            runs[case] = _Run(case, channels=channels, budget=budget, vocab=vocab, input_size=input_size,
+                              output_size=output_size, seq_len=seq_len, device=dev,
+                              dtype=DTYPES[dtype], seed=seed)
+        # Warm-up: not timed, not kept (allocator, caches, lazy init, CUDA graph capture).
+        for case, run in runs.items():
+            if progress:
+                progress(f"warm-up {case.config} L={case.depth} {run.model.implementation}")
+            for _ in range(warmup):
+                run()
+        samples: dict[Case, list[float]] = {c: [] for c in cases}
+        for round_ in range(max(wanted.values())):
+            if progress:
+                progress(f"round {round_ + 1}/{max(wanted.values())}")
+            for case, run in runs.items():
+                if len(samples[case]) < wanted[case]:
+                    samples[case].append(_time_once(run, dev, delay(case) if delay else 0.0))
+        return [runtime_record(c, runs[c], samples[c], seq_len=seq_len, device=dev, dtype=dtype,
+                               threads=threads, flushed=flushed, warmup=warmup, repeats=wanted[c])
+                for c in cases]
+
+
+def measure_runtime(config, depth, *, channels=None, budget=None, vocab=205, input_size=None,
+                    output_size=None, seq_len=100, device="cpu", implementation=None, repeats=10,
+                    warmup=3, threads=None, dtype="float32", seed=0) -> dict:
+    """Time one configuration at one depth (SPEC section 8) and return its record.
+
+    ``vocab`` gives token input and output; pass ``vocab=None`` with ``input_size`` and
+    ``output_size`` for real-valued input. Exactly one of ``channels`` and ``budget``.
+    The record's ``ms_per_step`` is the median over ``repeats`` of the milliseconds of
+    forward + loss + backward over T steps divided by T; ``samples`` are the raw values.
+    """
+    if input_size is not None and vocab == 205:
+        vocab = None  # real input asked for; the token default does not apply
+    label = config if isinstance(config, str) else format_config(parse_config(config))
+    (record,) = measure_cases([Case(label, depth, implementation)],
+                              channels=channels, budget=budget, vocab=vocab, input_size=input_size,
+                              output_size=output_size, seq_len=seq_len, device=device, repeats=repeats,
+                              warmup=warmup, threads=threads, dtype=dtype, seed=seed)
+    return record
