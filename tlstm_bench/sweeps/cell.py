@@ -25,23 +25,11 @@ from .grid import Cell
 DEFAULT_CELL_FN = "tlstm_bench.sweeps.cell:execute"
 
 # Keys of a record that come from the cell, never from the function's result.
-_IDENTITY = ("id", "key", "code_version", "sweep", "kind", "task", "config", "depth", "seed", "budget", "spec")
+_IDENTITY = ("id", "key", "code_version", "sweep", "kind", "task", "config", "depth", "seed", "spec")
 _TRAIN_FIELDS = ("metric", "valid_metric", "test_metric", "samples_to_solve", "samples_seen", "solved", "preset")
 _RUNTIME_FIELDS = ("ms_per_step", "ms_iqr", "samples", "implementation", "seq_len", "repeats")
 _FINITE = ("valid_metric", "test_metric", "ms_per_step")
 _PROVENANCE = ("git_commit", "git_dirty", "torch_version", "device", "device_name", "threads", "host", "date")
-
-
-def _runtime_io(spec: dict) -> dict:
-    """Input and output sizes for a runtime cell: the spec's, else the task's, else 205 symbols."""
-    given = {k: spec.get(k) for k in ("vocab", "input_size", "output_size") if spec.get(k) is not None}
-    if given:
-        return {"vocab": None, **given} if "vocab" not in given else given
-    if spec["task"] != "runtime":
-        from ..tasks import make_task
-
-        return make_task(spec["task"]).model_io()
-    return {"vocab": 205}
 
 
 def execute(spec: dict, *, checkpoint_dir: "Path | None" = None) -> dict:
@@ -51,7 +39,8 @@ def execute(spec: dict, *, checkpoint_dir: "Path | None" = None) -> dict:
         from ..timing import measure_runtime
 
         implementation = None if spec["implementation"] == "default" else spec["implementation"]
-        return measure_runtime(spec["config"], spec["depth"], **size, **_runtime_io(spec),
+        return measure_runtime(spec["config"], spec["depth"], **size, vocab=spec["vocab"],
+                               input_size=spec["input_size"], output_size=spec["output_size"],
                                seq_len=spec["seq_len"], device=spec["device"], implementation=implementation,
                                repeats=spec["repeats"], warmup=spec["warmup"], threads=spec.get("threads"),
                                dtype=spec["dtype"], seed=spec["seed"])

@@ -85,7 +85,10 @@ class Cell:
 
     def label(self) -> str:
         s = self.spec
-        size = f"M={s['channels']}" if s.get("channels") is not None else f"budget={s['budget']}"
+        if s.get("channels") is not None:
+            size = f"M={s['channels']}"
+        else:
+            size = f"budget={s['budget']}" if s.get("budget") is not None else f"{s.get('preset')} size"
         extra = ""
         if s["kind"] == "runtime" and s.get("implementation") != "default":
             extra = f" impl={s['implementation']}"
@@ -112,6 +115,35 @@ def _implementation_ok(config: str, implementation: str) -> bool:
     return implementation in family
 
 
+# What a task reads and writes when its data files are absent (only sizes are needed to time it).
+_IO_WITHOUT_DATA = {"enwik8": {"vocab": 205}, "mnist": {"input_size": 1, "output_size": 10},
+                    "pmnist": {"input_size": 1, "output_size": 10}}
+
+
+def runtime_io(spec: SweepSpec, section) -> dict:
+    """``vocab`` or ``input_size``/``output_size`` for a runtime cell: the section's, else the task's."""
+    given = {k: section.settings.get(k) for k in ("vocab", "input_size", "output_size")}
+    if any(v is not None for v in given.values()):
+        return given
+    if spec.task == "runtime":
+        return {"vocab": 205, "input_size": None, "output_size": None}
+    from ..tasks import make_task
+
+    options = {}
+    train = next((s for s in spec.sections if s.kind == "train"), None)
+    if train is not None:
+        if train.settings.get("preset"):
+            from ..training import PRESETS
+
+            options.update(PRESETS[train.settings["preset"]].task_options)
+        options.update(train.settings.get("options", {}))
+    try:
+        io = make_task(spec.task, **options).model_io()
+    except UserError:
+        io = _IO_WITHOUT_DATA[spec.task]
+    return {"vocab": None, "input_size": None, "output_size": None, **io}
+
+
 def expand(spec: SweepSpec, *, code: str | None = None, device: str | None = None) -> list[Cell]:
     """All cells of a spec, in a fixed order: runtime first (quick), then training."""
     code = code if code is not None else code_version()
@@ -122,6 +154,7 @@ def expand(spec: SweepSpec, *, code: str | None = None, device: str | None = Non
                   "channels": section.channels, "device": device}
         if section.kind == "runtime":
             settings = {k: v for k, v in section.settings.items() if k != "implementations"}
+            settings.update(runtime_io(spec, section))
             for implementation in section.settings["implementations"]:
                 if not any(_implementation_ok(c, implementation) for c in section.configs):
                     raise UserError(f"{spec.path}: key 'runtime.implementations': {implementation!r} is not a "

@@ -55,7 +55,7 @@ def plan_table(plan: Plan, *, retry_failed: bool = False) -> Table:
         table.add_column(name, justify="right" if name in ("L", "seed") else "left")
     for cell in plan.cells:
         s = cell.spec
-        size = f"M={s['channels']}" if s.get("channels") is not None else str(s["budget"])
+        size = f"M={s['channels']}" if s.get("channels") is not None else str(s["budget"] or "(preset)")
         if cell.kind == "runtime":
             settings = f"T={s['seq_len']} x{s['repeats']} {s['implementation']} {s['dtype']} {s['device']}"
         else:

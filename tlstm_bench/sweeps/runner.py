@@ -302,9 +302,10 @@ def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_f
     if options.cluster == "slurm" and shutil.which("sbatch") is None:
         raise UserError("--executor slurm needs a SLURM cluster (no sbatch on PATH); "
                         "run on a login node, or use --executor local")
-    todo = [c for c in cells if read_status(root, c) is None or (retry_failed and read_status(root, c) != "ok")]
-    outcomes = [Outcome(c, "skipped-done" if read_status(root, c) == "ok" else "skipped-failed")
-                for c in cells if c not in todo]
+    status = {c.id: read_status(root, c) for c in cells}
+    todo = [c for c in cells if status[c.id] is None or (retry_failed and status[c.id] != "ok")]
+    outcomes = [Outcome(c, "skipped-done" if status[c.id] == "ok" else "skipped-failed")
+                for c in cells if not (status[c.id] is None or (retry_failed and status[c.id] != "ok"))]
     if not todo:
         return outcomes, False
     folder = options.folder or Path(root) / cells[0].sweep / ".submitit"
@@ -331,12 +332,12 @@ def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_f
         f"logs in {folder}")
     interrupted = False
     try:
-        remaining = dict(zip(todo, jobs))
+        remaining = list(zip(todo, jobs))
         while remaining:
-            for cell, job in list(remaining.items()):
+            for cell, job in list(remaining):
                 if not job.done():
                     continue
-                del remaining[cell]
+                remaining.remove((cell, job))
                 try:
                     outcome = job.result()
                 except Exception as exc:  # noqa: BLE001 - the job died: the cell fails, the sweep goes on

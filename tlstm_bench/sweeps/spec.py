@@ -146,6 +146,38 @@ def _check_budget(check: _Checker, key: str, value) -> str:
     return str(value)
 
 
+def _check_task(check: _Checker, task) -> str:
+    from ..tasks import TASKS
+
+    allowed = ("runtime", *TASKS)
+    if task not in allowed:
+        raise check.error("task", f"must be one of {', '.join(allowed)}", task)
+    return task
+
+
+def _check_preset(check: _Checker, preset, task) -> str:
+    from ..training import PRESETS
+
+    preset = check.string("train.preset", preset)
+    if preset not in PRESETS:
+        raise check.error("train.preset", f"must be one of {', '.join(PRESETS)}", preset)
+    if task not in PRESETS[preset].tasks:
+        raise check.error("train.preset", f"is for {', '.join(PRESETS[preset].tasks)}, not task {task!r}; "
+                          f"presets for {task}: {', '.join(n for n, p in PRESETS.items() if task in p.tasks)}",
+                          show_value=False)
+    return preset
+
+
+def _check_options(check: _Checker, task, options: dict) -> None:
+    from ..tasks import task_options
+
+    allowed = [o for o in task_options(task) if o not in ("data_dir", "path")]
+    for name in options:
+        if name not in allowed:
+            raise UserError(f"{check.path}: unknown key 'train.options.{name}' for task {task}; "
+                            f"allowed: {', '.join(allowed)} (data files: tlstm-bench sweep --data-dir)")
+
+
 def _section(check: _Checker, kind: str, table: dict, top: dict) -> Section:
     allowed = _TRAIN_KEYS if kind == "train" else _RUNTIME_KEYS
     if not isinstance(table, dict):
@@ -177,16 +209,16 @@ def _section(check: _Checker, kind: str, table: dict, top: dict) -> Section:
         raise UserError(f"{check.path}: give either '{prefix}budget' or '{prefix}channels', not both")
     budget = _check_budget(check, prefix + "budget", source["budget"]) if "budget" in source else None
     channels = check.integer(prefix + "channels", source["channels"]) if "channels" in source else None
-    if budget is None and channels is None:
+    if budget is None and channels is None and not (kind == "train" and "preset" in table):
         raise UserError(f"{check.path}: no model size: give 'budget' (like 10M or slstm:100) or 'channels' "
-                        f"at the top or in [{kind}]")
+                        f"at the top or in [{kind}] (or a [train] preset that sets one)")
     key, timeout = pick("timeout_s")
     timeout = 3600.0 if timeout is None else check.number(key, timeout)
 
     settings: dict = {}
     if kind == "train":
         if "preset" in table:
-            settings["preset"] = check.string("train.preset", table["preset"])
+            settings["preset"] = _check_preset(check, table["preset"], top.get("task"))
         for name in ("max_samples", "epochs", "batch_size", "eval_every"):
             if name in table:
                 settings[name] = check.integer(f"train.{name}", table[name])
@@ -196,6 +228,7 @@ def _section(check: _Checker, kind: str, table: dict, top: dict) -> Section:
         for name, value in options.items():
             if not isinstance(value, (int, float, str, bool)):
                 raise check.error(f"train.options.{name}", "must be a number, a string or a boolean", value)
+        _check_options(check, top.get("task"), options)
         settings["options"] = dict(sorted(options.items()))
     else:
         settings["seq_len"] = check.integer("runtime.seq_len", table.get("seq_len", 100))
@@ -218,7 +251,7 @@ def parse_spec(data: dict, path: "str | Path", name: str | None = None) -> Sweep
     check.keys(data, _TOP_KEYS, "")
     if "task" not in data:
         raise UserError(f"{path}: missing key 'task' (a task name like memorization, or \"runtime\")")
-    task = check.string("task", data["task"])
+    task = _check_task(check, data["task"])
     device = check.string("device", data.get("device", "cpu"))
     if not (device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
         raise check.error("device", "must be cpu, cuda or cuda:N", device)

@@ -1,0 +1,31 @@
+"""Cell functions the sweep tests inject (``--cell-fn test_sweep_fakes:cell``); stdlib only, so
+the cell processes start fast. No tests here.
+
+Behaviour per configuration, from ``$FAKE_PLAN`` (JSON, config -> what): ``raise`` (an exception,
+as a NaN loss would), ``crash`` (the process dies), ``hang`` (sleeps past any timeout), ``nan``
+(returns a NaN metric); anything else returns a result. Every call appends the cell's
+(config, depth, seed) to ``$FAKE_LOG`` so tests can count executions.
+"""
+
+import json
+import os
+import time
+
+
+def cell(spec: dict) -> dict:
+    with open(os.environ["FAKE_LOG"], "a") as fh:
+        fh.write(json.dumps([spec["kind"], spec["config"], spec["depth"], spec["seed"]]) + "\n")
+    what = json.loads(os.environ.get("FAKE_PLAN", "{}")).get(spec["config"])
+    if what == "hang":
+        time.sleep(3600)
+    time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+    if what == "raise":
+        raise FloatingPointError("loss is nan at step 3")
+    if what == "crash":
+        os._exit(3)
+    value = float("nan") if what == "nan" else 1.0 + spec["depth"]
+    if spec["kind"] == "runtime":
+        return {"ms_per_step": value, "ms_iqr": 0.1, "samples": [value, value], "channels": 8, "params": 1000,
+                "implementation": "fake", "seq_len": spec["seq_len"]}
+    return {"metric": "accuracy", "valid_metric": None, "test_metric": value / 10, "samples_to_solve": 100,
+            "samples_seen": 100, "solved": True, "status": "ok", "error": None, "channels": 8, "params": 1000}
