@@ -1,0 +1,226 @@
+"""The training loop: learning, exact resume after a kill, NaN handling, presets, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from tlstm_bench.cli import app
+from tlstm_bench.errors import UserError
+from tlstm_bench.tasks.algorithmic import AlgorithmicTask
+from tlstm_bench.training import PRESETS, checkpoint_path, train
+
+torch.set_num_threads(1)  # small models: one thread is fastest and keeps runs comparable
+
+
+def quick(**kwargs):
+    """A run of a few dozen steps of a tiny model."""
+    base = dict(task="memorization", depth=2, channels=6, max_samples=15 * 24, eval_every=15 * 8,
+                progress=False, seed=1)
+    base.update(kwargs)
+    if "epochs" in kwargs:
+        base.pop("max_samples")
+    if base["task"] == "memorization":
+        base.setdefault("symbols", 3)
+    config = base.pop("config", "2d")
+    return train(config, **base)
+
+
+def final_params(checkpoint_dir):
+    return torch.load(checkpoint_path(checkpoint_dir), weights_only=True)["model"]
+
+
+def assert_same_params(a, b):
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+def test_a_few_steps_reduce_the_loss():
+    record = quick(config="slstm", channels=16, max_samples=15 * 60, eval_every=15 * 20)
+    losses = [h["train_loss"] for h in record["history"]]
+    assert record["status"] == "ok" and len(losses) == 3
+    assert losses[-1] < losses[0] - 0.2
+    assert record["samples_seen"] == 900 and record["steps"] == 60
+    assert record["metric"] == "accuracy" and 0.0 <= record["test_metric"] <= 1.0
+    for field in ("config", "task", "preset", "depth", "channels", "tensor_size", "params", "valid_metric",
+                  "sequence_accuracy", "samples_to_solve", "solved", "wall_time_s", "seed", "git_commit",
+                  "torch_version", "device_name", "threads"):
+        assert field in record
+    assert record["valid_metric"] is None  # the algorithmic tasks have only a test set
+
+
+def test_a_solved_task_stops_and_records_samples_to_solve(monkeypatch):
+    # An evaluation that reports a solved test set at the third evaluation.
+    calls = []
+
+    def evaluate(self, model, split="test", *, device="cpu"):
+        calls.append(split)
+        return {"metric": 1.0 if len(calls) >= 3 else 0.5, "sequence_accuracy": 0.0, "loss": 1.0}
+
+    monkeypatch.setattr(AlgorithmicTask, "evaluate", evaluate)
+    record = quick(max_samples=15 * 100, eval_every=30)
+    assert record["solved"] and record["samples_to_solve"] == 90 and record["samples_seen"] == 90
+    assert record["stop_reason"] == "solved" and record["test_metric"] == 1.0
+
+
+@pytest.mark.parametrize("case", ["memorization", "enwik8", "digits"])
+def test_checkpoint_kill_resume_equals_an_uninterrupted_run(tmp_path, case):
+    if case == "memorization":
+        kwargs = dict(config="3d-cn", max_samples=15 * 20, eval_every=15 * 6, checkpoint_every=15 * 4)
+        stop = 11  # killed 3 steps after the checkpoint at step 8
+    elif case == "enwik8":
+        rng = np.random.default_rng(0)
+        (tmp_path / "enwik8").write_bytes(bytes(rng.choice(list(b"abcdefg <>"), 12_000).tolist()))
+        kwargs = dict(config="slstm", task="enwik8", data_dir=tmp_path, seq_len=10, batch_size=8, epochs=2,
+                      eval_every=8 * 40, checkpoint_every=8 * 25)
+        stop = 160  # in the second epoch: the carried state and the data position must come back
+    else:
+        kwargs = dict(config="2d", task="mnist", source="digits", batch_size=50, epochs=2, eval_every=400,
+                      checkpoint_every=200)
+        stop = 30
+    whole = quick(checkpoint_dir=tmp_path / "whole", **kwargs)
+    with pytest.raises(KeyboardInterrupt):
+        quick(checkpoint_dir=tmp_path / "cut", stop_after_steps=stop, **kwargs)
+    resumed = quick(checkpoint_dir=tmp_path / "cut", **kwargs)
+    assert resumed["resumed_at"] and resumed["resumed_at"][0] < resumed["samples_seen"]
+    assert_same_params(final_params(tmp_path / "whole"), final_params(tmp_path / "cut"))
+    assert resumed["history"] == whole["history"]
+    assert resumed["test_metric"] == whole["test_metric"] and resumed["valid_metric"] == whole["valid_metric"]
+
+
+def test_a_real_sigkill_then_resume_gives_the_same_parameters(tmp_path):
+    kwargs = dict(config="2d", task="memorization", depth=2, channels=6, symbols=3, max_samples=15 * 400,
+                  eval_every=15 * 50, checkpoint_every=15 * 10, seed=2, progress=False, threads=1)
+    script = textwrap.dedent(f"""
+        from tlstm_bench.training import train
+        train({kwargs['config']!r}, **{ {k: v for k, v in kwargs.items() if k != 'config'}!r},
+              checkpoint_dir={str(tmp_path / 'cut')!r})
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    path = checkpoint_path(tmp_path / "cut")
+    deadline = time.monotonic() + 120
+    while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    at_kill = torch.load(path, weights_only=True)["counters"]["samples"]
+    assert at_kill < kwargs["max_samples"]
+    config = kwargs.pop("config")
+    resumed = train(config, checkpoint_dir=tmp_path / "cut", **kwargs)
+    whole = train(config, checkpoint_dir=tmp_path / "whole", **kwargs)
+    assert resumed["resumed_at"] == [at_kill]
+    assert_same_params(final_params(tmp_path / "whole"), final_params(tmp_path / "cut"))
+    assert resumed["history"] == whole["history"]
+
+
+def test_resume_says_so_and_refuses_another_runs_checkpoint(tmp_path, capsys):
+    with pytest.raises(KeyboardInterrupt):
+        quick(checkpoint_dir=tmp_path, stop_after_steps=20, progress=True)
+    assert "resume from the checkpoint" in capsys.readouterr().err
+    quick(checkpoint_dir=tmp_path, progress=True)
+    assert "resuming from checkpoint" in capsys.readouterr().err
+    with pytest.raises(UserError, match="belongs to another run"):
+        quick(checkpoint_dir=tmp_path, seed=7)
+    checkpoint_path(tmp_path).write_bytes(b"garbage")
+    with pytest.raises(UserError, match="is corrupt"):
+        quick(checkpoint_dir=tmp_path)
+
+
+def test_a_nan_loss_gives_a_failed_record_not_a_metric(monkeypatch):
+    real_loss = AlgorithmicTask.loss
+    calls = []
+
+    def loss(self, logits, batch):
+        calls.append(1)
+        value = real_loss(self, logits, batch)
+        return value * float("nan") if len(calls) == 5 else value
+
+    monkeypatch.setattr(AlgorithmicTask, "loss", loss)
+    record = quick()
+    assert record["status"] == "failed" and "nan" in record["error"] and "step 5" in record["error"]
+    assert record["test_metric"] is None and record["valid_metric"] is None and record["sequence_accuracy"] is None
+    assert not record["solved"] and record["samples_seen"] == 4 * 15
+
+
+def test_presets_resolve_and_bad_settings_are_one_line_errors():
+    assert {"memorization-small", "addition-small", "digits-small", "paper-addition", "paper-memorization",
+            "paper-enwik8", "paper-mnist"} <= set(PRESETS)
+    for preset in PRESETS.values():
+        assert (preset.channels is None) != (preset.budget is None)
+        assert (preset.max_samples is None) != (preset.epochs is None)
+    with pytest.raises(UserError, match="is for memorization, not addition"):
+        train("2d", task="addition", depth=1, preset="memorization-small")
+    with pytest.raises(UserError, match="use --max-samples"):
+        train("2d", task="addition", depth=1, channels=4, epochs=1)
+    with pytest.raises(UserError, match="unknown preset"):
+        train("2d", task="addition", depth=1, preset="huge")
+    with pytest.raises(UserError, match="--channels M or --budget N"):
+        train("2d", task="addition", depth=1)
+    with pytest.raises(UserError, match="takes no --data-dir"):
+        train("2d", task="addition", depth=1, channels=4, data_dir=".")
+
+
+def test_digits_preset_trains_mnist_offline_with_forget_bias_4():
+    record = train("3d", task="pmnist", depth=1, preset="digits-small", channels=4, epochs=1, progress=False)
+    assert record["status"] == "ok" and record["forget_bias"] == 4.0
+    assert record["task_options"]["source"] == "digits" and record["task_info"]["seq_len"] == 64
+    assert record["valid_metric"] is not None and record["test_metric"] is not None
+
+
+# ---- the CLI ----------------------------------------------------------------------------
+runner = CliRunner()
+
+
+def one_line_error(result, code=2):
+    assert result.exit_code == code, result.output
+    lines = [line for line in result.output.strip().splitlines() if line.strip()]
+    assert lines[-1].startswith("error:") and "Traceback" not in result.output
+    return lines[-1]
+
+
+def test_cli_trains_and_saves_the_record(tmp_path):
+    result = runner.invoke(app, ["train", "2d", "--task", "memorization", "--symbols", "2", "--depth", "2",
+                                 "--channels", "4", "--max-samples", "60", "--eval-every", "30",
+                                 "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    (path,) = (tmp_path / "training").glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["task"] == "memorization" and record["samples_seen"] == 60 and record["status"] == "ok"
+
+
+def test_cli_errors(tmp_path, monkeypatch):
+    monkeypatch.delenv("TLSTM_BENCH_DATA", raising=False)
+    line = one_line_error(runner.invoke(app, ["train", "2d", "--task", "wiki", "--channels", "4"]))
+    assert "unknown task 'wiki'" in line
+    line = one_line_error(runner.invoke(app, ["train", "2d", "--task", "enwik8", "--channels", "4"]))
+    assert "--data-dir" in line
+    line = one_line_error(runner.invoke(app, ["train", "2d", "--task", "mnist", "--channels", "4",
+                                              "--data-dir", str(tmp_path / "missing")]))
+    assert "does not exist" in line
+    (tmp_path / "enwik8.zip").write_bytes(b"PK\x03\x04 truncated")
+    line = one_line_error(runner.invoke(app, ["train", "2d", "--task", "enwik8", "--channels", "4",
+                                              "--data-dir", str(tmp_path)]))
+    assert "enwik8.zip" in line
+
+
+def test_cli_exits_1_on_a_nan_and_saves_the_failed_record(tmp_path, monkeypatch):
+    monkeypatch.setattr(AlgorithmicTask, "loss", lambda self, logits, batch: logits.sum() * float("inf"))
+    result = runner.invoke(app, ["train", "slstm", "--task", "addition", "--digits", "1", "--channels", "4",
+                                 "--max-samples", "30", "--results-dir", str(tmp_path)])
+    assert "training failed" in one_line_error(result, code=1)
+    (path,) = (tmp_path / "training").glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["status"] == "failed" and record["test_metric"] is None

@@ -1,0 +1,45 @@
+"""The paper's five tasks behind one interface (:class:`Task`): batches, loss, metric.
+
+``make_task(name, **options)`` builds one: ``addition`` (digits), ``memorization``
+(symbols), ``enwik8`` (path, data_dir, seq_len), ``mnist`` and ``pmnist`` (source,
+data_dir, perm_seed). Each module's docstring walks through one encoded example.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from ..errors import UserError
+from .addition import Addition
+from .base import Batch, Stream, Task
+from .enwik8 import Enwik8
+from .memorization import Memorization
+from .mnist import MNIST, PermutedMNIST
+
+TASKS: dict[str, type[Task]] = {
+    "addition": Addition,
+    "memorization": Memorization,
+    "enwik8": Enwik8,
+    "mnist": MNIST,
+    "pmnist": PermutedMNIST,
+}
+
+
+def task_options(name: str) -> list[str]:
+    """The keyword options the task ``name`` accepts."""
+    return [p for p in inspect.signature(TASKS[name].__init__).parameters if p != "self"]
+
+
+def make_task(name: str, **options) -> Task:
+    """Build a task by name; unknown names and options are one-line errors."""
+    if name not in TASKS:
+        raise UserError(f"unknown task {name!r}; use one of {', '.join(TASKS)}")
+    allowed = task_options(name)
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise UserError(f"task {name} has no option {', '.join(unknown)}; its options are {', '.join(allowed)}")
+    return TASKS[name](**options)
+
+
+__all__ = ["Addition", "Batch", "Enwik8", "MNIST", "Memorization", "PermutedMNIST", "Stream", "TASKS", "Task",
+           "make_task", "task_options"]

@@ -1,0 +1,61 @@
+"""Named training presets: small ones for a laptop CPU, and the paper's full settings.
+
+A preset fills in whatever the caller leaves out (task options, channels or budget,
+how long to train, batch size, evaluation interval, patience); anything the caller
+gives wins. The paper's settings (SPEC section 9-10; paper appendix): Adam at 1e-3,
+batch 15 / 100 / 50, 5M online samples for the algorithmic tasks, 50 epochs on enwik8,
+early stopping on MNIST; M = 400 (addition), 100 (memorization, MNIST) as the budget of
+an sLSTM of that size, 10M parameters on enwik8.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import UserError
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    tasks: tuple[str, ...]  # the tasks it applies to; the first is the default task
+    description: str
+    task_options: dict = field(default_factory=dict)
+    channels: int | None = None
+    budget: str | None = None
+    max_samples: int | None = None
+    epochs: int | None = None
+    batch_size: int | None = None
+    eval_every: int | None = None
+    patience: int | None = None
+
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    # ---- small: minutes on a 2-core CPU ------------------------------------------
+    Preset("memorization-small", ("memorization",), "5 symbols, M=16, at most 60K samples",
+           task_options={"symbols": 5}, channels=16, max_samples=60_000, eval_every=600),
+    Preset("addition-small", ("addition",), "3-digit addition, M=32, at most 150K samples",
+           task_options={"digits": 3}, channels=32, max_samples=150_000, eval_every=1500),
+    Preset("digits-small", ("mnist", "pmnist"), "offline 8x8 digits (64 steps), M=16, 10 epochs",
+           task_options={"source": "digits"}, channels=16, epochs=10, patience=3),
+    Preset("enwik8-small", ("enwik8",), "M=32, 2000 subsequences, validation on 100K characters",
+           task_options={"eval_chars": 100_000}, channels=32, max_samples=2000, batch_size=20, eval_every=500),
+    # ---- the paper's settings (a GPU) ---------------------------------------------
+    Preset("paper-addition", ("addition",), "15 digits, budget of an sLSTM with M=400, 5M samples",
+           task_options={"digits": 15}, budget="slstm:400", max_samples=5_000_000, batch_size=15),
+    Preset("paper-memorization", ("memorization",), "20 symbols, budget of an sLSTM with M=100, 5M samples",
+           task_options={"symbols": 20}, budget="slstm:100", max_samples=5_000_000, batch_size=15),
+    Preset("paper-enwik8", ("enwik8",), "10M parameters, batch 100 x 50 characters, 50 epochs",
+           task_options={"seq_len": 50}, budget="10M", epochs=50, batch_size=100, patience=10),
+    Preset("paper-mnist", ("mnist", "pmnist"), "IDX files, budget of an sLSTM with M=100, batch 50, "
+           "early stopping", task_options={"source": "idx"}, budget="slstm:100", epochs=200, batch_size=50,
+           patience=20),
+)}
+
+
+def get_preset(name: str | None) -> Preset | None:
+    if name is None:
+        return None
+    if name not in PRESETS:
+        raise UserError(f"unknown preset {name!r}; use one of {', '.join(PRESETS)}")
+    return PRESETS[name]
