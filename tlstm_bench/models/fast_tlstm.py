@@ -54,7 +54,10 @@ class _Geometry:
 
 # The two loops are TorchScript: at batch 1 the per-step work is a few dozen small ATen
 # calls, and the TorchScript interpreter dispatches them about 5x faster than Python
-# does (measured here: 8 us vs 43 us for the same four calls). norm: 0 none, 1 cn, 2 ln.
+# does (measured here: 8 us vs 43 us for the same four calls). They run with the graph
+# executor's optimisations off: its profiling and shape-specialised re-optimisation
+# made every call 3x slower here (and the first calls 10x), with nothing to fuse on a
+# CPU. norm: 0 none, 1 cn, 2 ln.
 
 
 def _script(fn):
@@ -184,10 +187,11 @@ class TLSTMSequence(torch.autograd.Function):
         stats_shape = (steps, b, n, 1) if geo.norm == "cn" else (steps, b, 1, 1)
         means = z_all.new_empty(stats_shape) if geo.norm != "none" else empty
         rstds = z_all.new_empty(stats_shape) if geo.norm != "none" else empty
-        _forward_loop(src, cs, acts, tns, ccs, means, rstds, w_h.reshape(kd * m, gc), b_h,
-                      gain if gain is not None else empty, bias if bias is not None else empty,
-                      geo.hidden_index, geo.cell_index, m, n, kd, _NORM_CODE[geo.norm], geo.memory_conv,
-                      NORM_EPS)
+        with torch.jit.optimized_execution(False):
+            _forward_loop(src, cs, acts, tns, ccs, means, rstds, w_h.reshape(kd * m, gc), b_h,
+                          gain if gain is not None else empty, bias if bias is not None else empty,
+                          geo.hidden_index, geo.cell_index, m, n, kd, _NORM_CODE[geo.norm],
+                          geo.memory_conv, NORM_EPS)
         seq_len, depth = geo.seq_len, geo.depth
         h_out = src[depth:, :, 1 + n].transpose(0, 1).clone()  # y read at steps L-1 .. S-1
         h_t = src[seq_len, :, 2:].clone()
@@ -222,9 +226,10 @@ class TLSTMSequence(torch.autograd.Function):
         das = src.new_empty(steps, bmn, gc)  # d loss / d pre-activations of step s
         empty = src.new_empty(0)
         dns = src.new_empty(steps, b, n, m) if geo.norm != "none" else empty
-        _backward_loop(src, cs, acts, tns, ccs, means, rstds, w_h.reshape(kd * m, gc).t(),
-                       gain if gain is not None else empty, hidx, geo.cell_index, dsrc, dcs, das, dns,
-                       m, n, kd, _NORM_CODE[geo.norm], geo.memory_conv)
+        with torch.jit.optimized_execution(False):
+            _backward_loop(src, cs, acts, tns, ccs, means, rstds, w_h.reshape(kd * m, gc).t(),
+                           gain if gain is not None else empty, hidx, geo.cell_index, dsrc, dcs, das,
+                           dns, m, n, kd, _NORM_CODE[geo.norm], geo.memory_conv)
         needs = ctx.needs_input_grad
         dz = dsrc[:steps, :, 1].transpose(0, 1) if needs[1] else None
         d_wh = d_bh = d_gain = d_bias = None
