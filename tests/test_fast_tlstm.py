@@ -87,7 +87,8 @@ def test_fast_equals_eager_at_paper_size_float32():
         (y.square().mean() + state.c.sum()).backward()
         out[impl] = [y, state.h, state.c] + [p.grad for p in model.parameters()]
     for a, b in zip(out["eager"], out["fast"]):
-        torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-4)  # float32 sums in another order
+        # float32 sums in another order: compare relative to each tensor's largest entry
+        assert (b - a).abs().max() <= 1e-4 * a.abs().max().clamp_min(1e-3)
 
 
 @pytest.mark.parametrize("config", ["2d", "3d-cn", "tlstm:dims=2,kernel=4,memory_conv=0,norm=ln"])
