@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from ..errors import UserError
 from ..results import default_root
 from ..sweeps.cell import DEFAULT_CELL_FN
 from ..sweeps.run import make_plan, plan_table, run_sweep, summary_line, summary_table
@@ -29,6 +31,8 @@ def sweep(
     results_dir: Annotated[Optional[Path], typer.Option(help="Results store root (default $TLSTM_BENCH_RESULTS "
                                                               "or results/store).")] = None,
     device: Annotated[Optional[str], typer.Option(help="Override the spec's device (cpu, cuda, cuda:N).")] = None,
+    data_dir: Annotated[Optional[Path], typer.Option(help="Data files of enwik8 and MNIST (sets "
+                                                          "$TLSTM_BENCH_DATA for the cells).")] = None,
     partition: Annotated[Optional[str], typer.Option(help="SLURM partition.", rich_help_panel="SLURM")] = None,
     gpus_per_job: Annotated[int, typer.Option(help="GPUs per SLURM job.", rich_help_panel="SLURM")] = 0,
     cpus_per_job: Annotated[Optional[int], typer.Option(help="CPUs per SLURM job.", rich_help_panel="SLURM")] = None,
@@ -45,9 +49,11 @@ def sweep(
     the exit code is 1 if any cell of the sweep has failed (2 for bad input, 130 if interrupted).
     """
     root = results_dir if results_dir is not None else default_root()
+    if data_dir is not None:
+        if not data_dir.is_dir():
+            raise UserError(f"--data-dir {data_dir} is not a folder; give the folder that holds the data files")
+        os.environ["TLSTM_BENCH_DATA"] = str(data_dir.resolve())  # inherited by every cell process and job
     if executor not in ("local", "slurm"):
-        from ..errors import UserError
-
         raise UserError(f"unknown --executor {executor!r}; use local or slurm")
     if dry_run:
         plan = make_plan(spec, root=root, only=only or (), device=device)

@@ -302,10 +302,15 @@ def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_f
     if options.cluster == "slurm" and shutil.which("sbatch") is None:
         raise UserError("--executor slurm needs a SLURM cluster (no sbatch on PATH); "
                         "run on a login node, or use --executor local")
-    status = {c.id: read_status(root, c) for c in cells}
-    todo = [c for c in cells if status[c.id] is None or (retry_failed and status[c.id] != "ok")]
-    outcomes = [Outcome(c, "skipped-done" if status[c.id] == "ok" else "skipped-failed")
-                for c in cells if not (status[c.id] is None or (retry_failed and status[c.id] != "ok"))]
+    todo, outcomes = [], []
+    for cell in cells:
+        status = read_status(root, cell)
+        if status == "ok" or (status is not None and not retry_failed):
+            outcomes.append(Outcome(cell, "skipped-done" if status == "ok" else "skipped-failed"))
+        elif locks.holder(root, cell.sweep, cell.id):  # a job of an earlier submission still runs it
+            outcomes.append(Outcome(cell, "taken"))
+        else:
+            todo.append(cell)
     if not todo:
         return outcomes, False
     folder = options.folder or Path(root) / cells[0].sweep / ".submitit"
