@@ -387,3 +387,29 @@ def test_slurm_without_sbatch_is_a_user_error(tmp_path, fake_env, monkeypatch):
     spec = write_spec(tmp_path, RUNTIME_SPEC)
     with pytest.raises(UserError, match="needs a SLURM cluster"):
         run_sweep(spec, root=tmp_path / "s", executor="slurm", cell_fn=FAKE, code="v")
+
+
+def _slurm_up() -> bool:
+    import shutil
+
+    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
+        return False
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%a %T"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and "up" in out.stdout and "down" not in out.stdout
+
+
+@pytest.mark.skipif(not _slurm_up(), reason="no SLURM cluster answers here (sinfo)")
+def test_real_slurm_jobs_write_records(tmp_path, fake_env, monkeypatch):
+    """Against a running SLURM (here: one node set up by hand; see the README)."""
+    pytest.importorskip("submitit")
+    monkeypatch.setenv("FAKE_PLAN", json.dumps({"2d": "raise"}))
+    spec = load_spec(write_spec(tmp_path, RUNTIME_SPEC))
+    cells = select(expand(spec, code="v"), parse_filters(["config=slstm,2d", "depth=1"]))
+    root = tmp_path / "store"
+    summary = run_cells(cells, root, executor="slurm", cell_fn=FAKE, slurm=SlurmOptions(time_limit_min=5))
+    got = {r["config"]: r["status"] for r in records(root)}
+    assert got == {"slstm": "ok", "2d": "failed"} and summary.exit_code == 1
+    assert sum(executions(fake_env).values()) == 2

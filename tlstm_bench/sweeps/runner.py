@@ -320,9 +320,10 @@ def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_f
         executor.update_parameters(timeout_min=timeout_min, gpus_per_node=options.gpus_per_job)
     else:
         executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
-        params = {"timeout_min": timeout_min, "gpus_per_node": options.gpus_per_job, "nodes": 1,
-                  "tasks_per_node": 1, "slurm_array_parallelism": options.array_parallelism,
-                  "name": f"tlstm-{cells[0].sweep}"}
+        params = {"timeout_min": timeout_min, "nodes": 1, "tasks_per_node": 1,
+                  "slurm_array_parallelism": options.array_parallelism, "name": f"tlstm-{cells[0].sweep}"}
+        if options.gpus_per_job:  # no --gpus-per-node at all on clusters without GPUs
+            params["gpus_per_node"] = options.gpus_per_job
         if options.partition:
             params["slurm_partition"] = options.partition
         if options.cpus_per_job:
