@@ -122,7 +122,11 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
     if handles:
         fig.legend([handles[k] for k in result.lines], result.lines, loc="outside right upper", fontsize="small",
                    title="configuration")
-    fig.suptitle(f"{TASK_TITLES.get(task, task)} vs depth (sweep '{sweep}')\n{device_line(rows)}", fontsize="medium")
+    names = {"metric": _metric_label(train) if len(train) else "", "samples": "samples to solve", "runtime": "runtime"}
+    shown = [names[panel] for panel, _ in panels]
+    what = ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
+    fig.suptitle(f"{TASK_TITLES.get(task, task)}: {what} vs depth (sweep '{sweep}')\n{device_line(rows)}",
+                 fontsize="medium")
     if note:
         note_ax = fig.add_subplot(grid[1, :])
         note_ax.axis("off")
@@ -154,13 +158,13 @@ def _metric_panel(ax, rows: pd.DataFrame, handles) -> None:
     split = "test" if column == "test_metric" else "validation"
     shown = ok[column].dropna() * scale
     if accuracy and len(shown):  # keep a flat or near-100% curve readable: pad, but stay within 0..100
-        ax.set_ylim(max(0.0, shown.min() - 5), min(101.0, shown.max() + 5))
+        ax.set_ylim(max(-2.0, shown.min() - 5), min(102.0, shown.max() + 5))
     if accuracy:
         ax.set_ylabel(f"{split} accuracy (%)")
         ax.set_title("accuracy (higher is better)" + (", mean $\\pm$ sd over seeds" if seeds else ""), fontsize="small")
     else:
-        ax.set_ylabel(f"{split} {_metric_name(rows)}")
-        ax.set_title(f"{_metric_name(rows)} (lower is better)" + (", mean $\\pm$ sd over seeds" if seeds else ""),
+        ax.set_ylabel(f"{split} {_metric_label(rows)}")
+        ax.set_title(f"{_metric_label(rows)} (lower is better)" + (", mean $\\pm$ sd over seeds" if seeds else ""),
                      fontsize="small")
     _empty_note(ax, ok, column)
 
@@ -207,6 +211,8 @@ def _runtime_panel(ax, rows: pd.DataFrame, handles) -> None:
     ax.set_ylabel("ms per timestep (forward + backward)")
     seq = sorted({int(v) for v in ok["seq_len"].dropna()}) if "seq_len" in ok else []
     detail = f"batch 1, T={seq[0]}" if len(seq) == 1 else "batch 1"
+    sizes = sorted({int(v) for v in ok["channels"].dropna()})
+    detail += f", M={sizes[0]}" if len(sizes) == 1 else ""
     ax.set_title(f"runtime, {detail}" + (", median and IQR" if spread else ""), fontsize="small")
     ax.set_ylim(bottom=0)
     _empty_note(ax, ok, "ms_per_step")
@@ -279,6 +285,10 @@ def _metric_name(rows: pd.DataFrame) -> str:
     return names[0] if len(names) else "metric"
 
 
+def _metric_label(rows: pd.DataFrame) -> str:
+    return {"bpc": "BPC"}.get(_metric_name(rows), _metric_name(rows))
+
+
 def accuracy_scale(values: pd.Series) -> float:
     """Accuracies are shown in %; a store holding fractions (all <= 1) is scaled by 100."""
     values = values.dropna()
@@ -295,7 +305,7 @@ def device_line(rows: pd.DataFrame) -> str:
         if version:
             text += f", torch {version}"
         if threads is not None:
-            text += f", {int(threads)} threads"
+            text += f", {int(threads)} thread" + ("s" if int(threads) != 1 else "")
         parts.append(text)
     if len(parts) > 2:
         parts = parts[:2] + [f"and {len(parts) - 2} more"]
