@@ -35,7 +35,9 @@ from .cell import DEFAULT_CELL_FN, cell_to_json, make_record
 from .grid import Cell
 
 LOG_TAIL = 400
-INTERRUPTED = 130  # the cell process's exit code after Ctrl-C: the cell is left undone
+# Exit codes of a cell process that was interrupted (Ctrl-C, SIGTERM, scancel), not failed: the
+# cell is left undone, without a record, and the next run does it again.
+INTERRUPTED = (130, 143, -signal.SIGINT, -signal.SIGTERM)
 
 
 def record_path(root: Path, cell: Cell) -> Path:
@@ -172,7 +174,7 @@ def run_one(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, r
                     with stop.lock:
                         stop.procs.discard(proc)
         wall = time.monotonic() - start
-        if proc.returncode == INTERRUPTED or (stop is not None and stop.event.is_set() and proc.returncode != 0):
+        if proc.returncode in INTERRUPTED or (stop is not None and stop.event.is_set() and proc.returncode != 0):
             return Outcome(cell, "interrupted", wall_time_s=wall)  # no record: the next run does it again
         result = None
         if error is None and proc.returncode == 0:
