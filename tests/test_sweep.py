@@ -350,6 +350,23 @@ def test_kill_and_resume_loses_and_duplicates_nothing(tmp_path, fake_env, monkey
     assert not list((root / "t" / ".locks").glob("*.lock"))
 
 
+def test_interrupted_cells_are_left_undone_not_failed(tmp_path, fake_env, monkeypatch):
+    monkeypatch.setenv("FAKE_SLEEP", "1.5")
+    spec = write_spec(tmp_path, RUNTIME_SPEC)
+    root = tmp_path / "store"
+    proc = _sweep_process(spec, root, "--jobs", "2")
+    deadline = time.time() + 120
+    while time.time() < deadline and not list((root / "t").glob("*.json")):
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGTERM)                          # as Ctrl-C or scancel would
+    output = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode == 130, output
+    assert "interrupted" in output
+    done = records(root)
+    assert 1 <= len(done) < 8 and all(r["status"] == "ok" for r in done)
+    assert not list((root / "t" / ".locks").glob("*.lock"))
+
+
 def test_two_sweeps_at_once_share_the_work(tmp_path, fake_env, monkeypatch):
     monkeypatch.setenv("FAKE_SLEEP", "0.3")
     spec = write_spec(tmp_path, RUNTIME_SPEC)
