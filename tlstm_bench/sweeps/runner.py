@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -195,6 +196,8 @@ def run_one(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, r
 
         record = make_record(cell, result, error=error, wall_time_s=wall)
         write_record(record, cell.sweep, root=root, record_id=cell.id)
+        if record["status"] == "ok":  # a finished cell needs no checkpoint to resume from
+            shutil.rmtree(Path(root) / cell.sweep / ".checkpoints" / cell.id, ignore_errors=True)
         return Outcome(cell, record["status"], record.get("error"), wall, record)
     finally:
         claim.release()
@@ -295,7 +298,6 @@ def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_f
     and writes its record into the same store, so resuming and concurrent sweeps behave as
     with the local executor. The store must be on a filesystem the nodes share.
     """
-    import shutil
 
     try:
         import submitit
