@@ -32,7 +32,7 @@ def test_passes_against_a_baseline_it_just_wrote(baseline):
 
 def test_fails_when_one_curve_is_slowed(baseline):
     # Test-only hook: 0.2 s more per run of 2d at L=4 (a run takes ~20-60 ms), so its
-    # curve t(4)/t(1) and its ratio to the sLSTM at L=4 both grow far past 1.5x.
+    # curve t(4)/t(1) and its ratio to the sLSTM at L=4 both grow far past the 2x threshold.
     slow = parse_delay("2d@4=0.2")
     result = regress(quick=True, baseline=baseline, delay=slow)
     assert result.status == 1

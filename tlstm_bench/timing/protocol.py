@@ -18,6 +18,7 @@ a shared machine hit every case alike and ratios between cases stay meaningful.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from contextlib import contextmanager
@@ -125,23 +126,25 @@ class _Run:
         loss.backward()
 
 
-def _time_once(run: _Run, device: torch.device, extra_delay: float) -> float:
-    """Seconds of one forward + loss + backward."""
+def _time_once(run: _Run, device: torch.device, extra_delay: float, number: int = 1) -> float:
+    """Seconds of one forward + loss + backward (the mean of ``number`` back-to-back runs)."""
     if device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize(device)
         start.record()
-        run()
+        for _ in range(number):
+            run()
         if extra_delay:
-            torch.cuda._sleep(int(extra_delay * 1e9))  # test hook only; roughly cycles
+            torch.cuda._sleep(int(extra_delay * number * 1e9))  # test hook only; roughly cycles
         end.record()
         torch.cuda.synchronize(device)
-        return start.elapsed_time(end) / 1000.0
+        return start.elapsed_time(end) / 1000.0 / number
     t0 = time.perf_counter()
-    run()
+    for _ in range(number):
+        run()
     if extra_delay:
-        time.sleep(extra_delay)  # test-only slowdown hook (see measure_cases ``delay``)
-    return time.perf_counter() - t0
+        time.sleep(extra_delay * number)  # test-only slowdown hook (see measure_cases ``delay``)
+    return (time.perf_counter() - t0) / number
 
 
 def cpu_model() -> str | None:
@@ -157,7 +160,7 @@ def cpu_model() -> str | None:
 
 
 def runtime_record(case: Case, run: _Run, samples_s: list[float], *, seq_len, device, dtype, threads,
-                   flushed, warmup, repeats) -> dict:
+                   flushed, warmup, repeats, number=1) -> dict:
     model = run.model
     samples = [1000.0 * s / seq_len for s in samples_s]
     return {
@@ -181,6 +184,7 @@ def runtime_record(case: Case, run: _Run, samples_s: list[float], *, seq_len, de
         "clock": "cuda_events" if device.type == "cuda" else "perf_counter",
         "warmup": warmup,
         "repeats": repeats,
+        "runs_per_sample": number,
         "interleaved": True,
         **summarize(samples),
         "samples": samples,
@@ -191,7 +195,7 @@ def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: i
                   input_size=None, output_size=None, seq_len: int = 100, device: str = "cpu",
                   repeats: int = 10, warmup: int = 3, threads: int | None = None, dtype: str = "float32",
                   seed: int = 0, repeats_for: Callable[[Case], int] | None = None,
-                  delay: Callable[[Case], float] | None = None,
+                  delay: Callable[[Case], float] | None = None, min_sample_s: float = 0.0,
                   progress: Callable[[str], None] | None = None) -> list[dict]:
     """Time every case with interleaved repeats; one record per case, in the order given.
 
@@ -199,6 +203,12 @@ def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: i
     such a case simply drops out of the later rounds. ``delay(case)`` is a test-only hook
     that adds that many seconds inside the timed region of each run of a case (how the
     regression tests inject a slowdown into one curve).
+
+    ``min_sample_s`` > 0 makes each sample the mean of ``number`` back-to-back runs, with
+    ``number`` chosen from the last warm-up run so a sample lasts about that long (as
+    ``timeit`` does). Without it a run of a small model lasts a few ms, and on a loaded
+    machine such short runs are hit by scheduling differently from long ones, which
+    skews the ratios between cases; the gate (``regress``) uses 50 ms.
     """
     cases = list(cases)
     if not cases:
@@ -225,15 +235,21 @@ def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: i
                 progress(f"warm-up {case.config} L={case.depth} {run.model.implementation}")
             for _ in range(warmup):
                 run()
+        number = {c: 1 for c in cases}
+        if min_sample_s > 0:
+            for case, run in runs.items():
+                once = _time_once(run, dev, 0.0)
+                number[case] = max(1, math.ceil(min_sample_s / max(once, 1e-6)))
         samples: dict[Case, list[float]] = {c: [] for c in cases}
         for round_ in range(max(wanted.values())):
             if progress:
                 progress(f"round {round_ + 1}/{max(wanted.values())}")
             for case, run in runs.items():
                 if len(samples[case]) < wanted[case]:
-                    samples[case].append(_time_once(run, dev, delay(case) if delay else 0.0))
+                    samples[case].append(_time_once(run, dev, delay(case) if delay else 0.0, number[case]))
         return [runtime_record(c, runs[c], samples[c], seq_len=seq_len, device=dev, dtype=dtype,
-                               threads=threads, flushed=flushed, warmup=warmup, repeats=wanted[c])
+                               threads=threads, flushed=flushed, warmup=warmup, repeats=wanted[c],
+                               number=number[c])
                 for c in cases]
 
 

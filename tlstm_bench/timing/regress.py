@@ -12,15 +12,20 @@ Absolute milliseconds are never compared: they move with the machine's load by f
 more than any regression we want to catch. Ratios measured in the same interleaved
 rounds largely cancel that load.
 
-Threshold. A quantity regresses when it is more than ``THRESHOLD`` (1.5x) its baseline
+Threshold. A quantity regresses when it is more than ``THRESHOLD`` (2x) its baseline
 value, in the first measurement AND in a confirming re-measurement (the smaller of the
-two is compared). Why 1.5x: on this 2-core machine shared with other jobs (load
-average 5-7 while this was written), five back-to-back quick runs spread these ratios
-by at most 30% (max/min; most by 10-15%), so a 50% bound is well clear of the noise,
-and the confirming run keeps a one-off load spike from failing CI. What it still catches: a curve that loses its flatness (a tLSTM's
-t(4)/t(1) going from 1.3 to 2), per-step overhead growing with depth, a path falling
-back to a slower implementation. Speed-ups are reported, never failed; rewrite the
-baseline with ``--update`` after a deliberate change.
+two is compared). Why 2x, measured on this 2-core machine shared with other jobs (load
+average 5-7 while this was written): (1) five back-to-back quick runs under the same
+load spread the ratios by up to 1.37x (max/min; most by 1.1x); (2) the load itself
+shifts them systematically: the fused sLSTM's t(10)/t(1) was 5.4 on the idle machine
+and 7.4 under that load, 1.37x. A CI run may meet either regime, so 1.37 x 1.37 = 1.9
+is the worst honest drift; 2x is just above it, and the confirming run keeps one load
+spike from failing CI. What 2x still catches: a tLSTM path falling back to ``eager``
+(2.6x on ``2d/slstm``), per-step overhead that grows with depth (a flat curve's
+t(4)/t(1) of 1.3 turning into ~3), a curve losing its flatness. Speed-ups are reported,
+never failed; rewrite the baseline with ``--update`` after a deliberate change.
+Settings: M=64, T=100, one thread, and every sample the mean of enough back-to-back
+runs to last 50 ms (short runs are hit by scheduling differently from long ones).
 
 Exit status (the CLI): 0 no regression, 1 regression (which quantity, by how much),
 2 could not measure (no or unreadable baseline, a measurement error).
@@ -38,18 +43,18 @@ from typing import Callable
 from ..errors import UserError
 from .protocol import Case, measure_cases
 
-THRESHOLD = 1.5
+THRESHOLD = 2.0
 BASELINE_DIR = Path(__file__).resolve().parents[2] / "results" / "baselines"
 DELAY_ENV = "TLSTM_BENCH_REGRESS_DELAY"  # test-only: "CONFIG@L=SECONDS[,...]" slows that case
 
 # Fixed sets: what is measured must not change between the baseline and the check.
 MODES = {
-    # M=64, T=100: at M=32, T=50 a run of the L=1 sLSTM lasts about 1 ms and its ratios
-    # jumped 3x between identical runs here; at this size five runs stayed within ~15%.
+    # At M=32, T=50 a run of the L=1 sLSTM lasts about 1 ms and its ratios jumped 3x
+    # between identical runs here; M=64, T=100 and 50 ms samples keep them within ~1.4x.
     "quick": {"configs": ["slstm", "2d", "3d-cn"], "depths": [1, 4], "channels": 64, "seq_len": 100,
-              "repeats": 15, "warmup": 2, "threads": 1},
+              "repeats": 11, "warmup": 2, "threads": 1, "min_sample_s": 0.05},
     "full": {"configs": ["slstm", "2d", "2d-m", "2d-f", "3d", "3d-cn"], "depths": [1, 4, 7, 10],
-             "channels": 64, "seq_len": 100, "repeats": 9, "warmup": 2, "threads": 1},
+             "channels": 64, "seq_len": 100, "repeats": 7, "warmup": 2, "threads": 1, "min_sample_s": 0.05},
 }
 
 
@@ -139,7 +144,7 @@ def _measure(settings: dict, device: str, delay) -> tuple[list[dict], dict[str, 
     cases = [Case(c, d) for c in settings["configs"] for d in settings["depths"]]
     records = measure_cases(cases, channels=settings["channels"], seq_len=settings["seq_len"], device=device,
                             repeats=settings["repeats"], warmup=settings["warmup"],
-                            threads=settings["threads"], delay=delay)
+                            threads=settings["threads"], delay=delay, min_sample_s=settings["min_sample_s"])
     return records, quantities(records)
 
 
