@@ -312,6 +312,7 @@ def test_cli_sweep_exit_codes(tmp_path, fake_env, monkeypatch):
     assert "sweep t: 4 cells; ran 4 (3 ok, 1 failed)" in " ".join(result.output.split())
     assert CliRunner().invoke(app, args + ["--jobs", "0"]).exit_code == 2
     assert CliRunner().invoke(app, args + ["--only", "config=3d-cn"]).exit_code == 2   # matches no cell
+    assert "--device must be cpu" in CliRunner().invoke(app, args + ["--device", "tpu"]).output
     bad = CliRunner().invoke(app, args + ["--executor", "mars"])
     assert bad.exit_code == 2 and "unknown --executor" in bad.output
 

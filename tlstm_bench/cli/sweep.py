@@ -26,7 +26,7 @@ def sweep(
     executor: Annotated[str, typer.Option(help="local (subprocesses here) or slurm (submitit jobs).")] = "local",
     only: Annotated[Optional[list[str]], typer.Option(
         help="Run only cells matching KEY=V1,V2 (keys: kind, config, depth, seed, task, implementation, id, ...); "
-             "repeat to combine.")] = None,
+             "repeat for more keys (all must match; values of one key are alternatives).")] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Rerun cells whose record says failed.")] = False,
     results_dir: Annotated[Optional[Path], typer.Option(help="Results store root (default $TLSTM_BENCH_RESULTS "
                                                               "or results/store).")] = None,

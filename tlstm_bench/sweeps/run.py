@@ -33,6 +33,8 @@ def make_plan(spec: "str | Path | SweepSpec", *, root: "str | Path", only=(), de
               code: str | None = None) -> Plan:
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
+    if device is not None and not (device in ("cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit())):
+        raise UserError(f"--device must be cpu, cuda or cuda:N, got {device!r}")
     code = code if code is not None else code_version()
     cells = select(expand(spec, code=code, device=device), parse_filters(only))
     if not cells:

@@ -387,8 +387,3 @@ def run_cells(cells: list[Cell], root: "str | Path", *, jobs: int = 1, executor:
         raise UserError(f"unknown executor {executor!r}; use local or slurm")
     return Summary(sweep, len(cells), outcomes, time.monotonic() - start, interrupted)
 
-
-def pid_info() -> str:
-    import socket
-
-    return f"{socket.gethostname()}:{os.getpid()}"
