@@ -192,3 +192,22 @@ def test_missing_cells_follow_the_sweeps_spec_file(store, tmp_path, monkeypatch)
     train = next(f for f in report.figures if f.task == "memorization")
     assert runtime.missing == ["runtime 3d L=1", "runtime 3d L=2", "runtime 3d L=3", "runtime 3d-cn L=3"]
     assert train.missing == ["train slstm L=4", "train 2d L=4", "train 3d-cn L=3", "train 3d-cn L=4"]
+
+
+def test_a_long_list_of_missing_cells_still_lays_out(tmp_path, monkeypatch):
+    import warnings
+
+    from tlstm_bench.plotting import grid
+
+    root = tmp_path / "store"
+    _write(root, "big", {"id": "one", "kind": "runtime", "task": "runtime", "config": "slstm", "depth": 1,
+                         "implementation": "fused", "ms_per_step": 1.0, "samples": [1.0]})
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "big.toml").write_text(
+        'task = "runtime"\nconfigs = ["slstm", "2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn"]\n'
+        'depths = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\nchannels = 8\n[runtime]\n')
+    monkeypatch.setattr(grid, "SPEC_DIRS", (tmp_path / "specs",))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. "constrained_layout not applied": an unreadable figure
+        report = plot_results(["big"], out=tmp_path / "f", root=root)
+    assert len(report.figures[0].missing) == 7 * 10 - 1

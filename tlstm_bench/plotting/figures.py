@@ -47,7 +47,7 @@ TASK_TITLES = {
     "mnist": "Sequential MNIST",
     "pmnist": "Sequential pMNIST",
 }
-NOTE_WIDTH = 150  # characters per line of the missing-cells note
+NOTE_CHARS_PER_INCH = 12  # the missing-cells note is wrapped to the figure's width
 
 
 @dataclass
@@ -96,9 +96,10 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
     if len(train) and _is_accuracy(train):
         result.unsolved = unsolved_cells(train)
 
-    note = _note(result)
+    width = 4.6 * len(panels) + 1.6  # inches: the panels and the legend
+    note = _note(result, int(width * NOTE_CHARS_PER_INCH))
     note_lines = note.count("\n") + 1 if note else 0
-    fig = Figure(figsize=(4.6 * len(panels) + 1.6, 4.3 + 0.2 * note_lines), layout="constrained")
+    fig = Figure(figsize=(width, 4.3 + 0.2 * note_lines), layout="constrained")
     grid = fig.add_gridspec(2 if note else 1, len(panels),
                             height_ratios=[4.3, 0.2 * note_lines] if note else [1])
     handles: dict[str, Line2D] = {}
@@ -125,8 +126,10 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
     names = {"metric": _metric_label(train) if len(train) else "", "samples": "samples to solve", "runtime": "runtime"}
     shown = [names[panel] for panel, _ in panels]
     what = ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
-    fig.suptitle(f"{TASK_TITLES.get(task, task)}: {what} vs depth (sweep '{sweep}')\n{device_line(rows)}",
-                 fontsize="medium")
+    devices = {kind: device_line(part) for kind, part in (("training", train), ("runtime", runtime)) if len(part)}
+    device = (next(iter(devices.values())) if len(set(devices.values())) == 1
+              else "; ".join(f"{kind}: {line}" for kind, line in devices.items()))
+    fig.suptitle(f"{TASK_TITLES.get(task, task)}: {what} vs depth (sweep '{sweep}')\n{device}", fontsize="medium")
     if note:
         note_ax = fig.add_subplot(grid[1, :])
         note_ax.axis("off")
@@ -134,10 +137,10 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
                      transform=note_ax.transAxes)
 
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / figure_name(sweep, task)
-    fig.savefig(stem.with_suffix(".png"), dpi=150, metadata={"Software": None})
-    fig.savefig(stem.with_suffix(".pdf"), metadata={"CreationDate": None, "Producer": None})
-    result.paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
+    png, pdf = out / f"{figure_name(sweep, task)}.png", out / f"{figure_name(sweep, task)}.pdf"
+    fig.savefig(png, dpi=150, metadata={"Software": None})
+    fig.savefig(pdf, metadata={"CreationDate": None, "Producer": None})
+    result.paths = [png, pdf]
     return result
 
 
@@ -312,13 +315,13 @@ def device_line(rows: pd.DataFrame) -> str:
     return "; ".join(parts) if parts else "device unknown"
 
 
-def _note(result: TaskFigure) -> str:
+def _note(result: TaskFigure, width: int) -> str:
     lines = []
     if result.missing:
         lines.append(f"missing cells (no record): {', '.join(result.missing)}")
     if result.failed:
         lines.append("failed cells: " + "; ".join(f.split(":")[0] for f in result.failed))
-    wrapped = [w for line in lines for w in textwrap.wrap(line, NOTE_WIDTH)]
+    wrapped = [w for line in lines for w in textwrap.wrap(line, width)]
     if len(wrapped) > 4:
         wrapped = wrapped[:4] + ["... (the full list is printed by tlstm-bench plot)"]
     return "\n".join(wrapped)
