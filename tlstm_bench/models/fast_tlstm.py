@@ -81,11 +81,12 @@ def _forward_loop(src: torch.Tensor, cs: torch.Tensor, acts: torch.Tensor, tns: 
         window = src[s].index_select(1, hidx).view(bmn, kd * m)  # (B*N, Kd*M)
         a = acts[s]
         torch.addmm(b_h, window, w2, out=a)  # paper eq. 10
-        a[:, :m].tanh_()  # G (eq. 11)
-        a[:, m:4 * m].sigmoid_()  # I, F, O
+        # narrow(), not [:, a:b]: TorchScript makes one slice call per indexed dimension.
+        a.narrow(1, 0, m).tanh_()  # G (eq. 11)
+        a.narrow(1, m, 3 * m).sigmoid_()  # I, F, O
         a3 = a.view(b, n, gc)
         if memory_conv:
-            q = a[:, 4 * m:]
+            q = a.narrow(1, 4 * m, kd)
             q.copy_(torch.softmax(q, -1))  # eq. 12
             cw = cs[s].index_select(1, cidx).view(bmn, kd, m)  # replicate-padded windows
             torch.bmm(q.unsqueeze(1), cw, out=ccs[s])  # eq. 13
@@ -93,8 +94,8 @@ def _forward_loop(src: torch.Tensor, cs: torch.Tensor, acts: torch.Tensor, tns: 
         else:
             c_prev = cs[s]
         c = cs[s + 1]
-        torch.mul(a3[:, :, :m], a3[:, :, m:2 * m], out=c)
-        c.addcmul_(c_prev, a3[:, :, 2 * m:3 * m])  # eq. 14
+        torch.mul(a3.narrow(2, 0, m), a3.narrow(2, m, m), out=c)
+        c.addcmul_(c_prev, a3.narrow(2, 2 * m, m))  # eq. 14
         if norm == 1:
             xhat, mean, rstd = torch.native_layer_norm(c, [m], None, None, eps)
             means[s] = mean
@@ -107,7 +108,7 @@ def _forward_loop(src: torch.Tensor, cs: torch.Tensor, acts: torch.Tensor, tns: 
         else:
             normed = c
         torch.tanh(normed, out=tns[s])
-        torch.mul(tns[s], a3[:, :, 3 * m:4 * m], out=src[s + 1, :, 2:])  # eq. 15
+        torch.mul(tns[s], a3.narrow(2, 3 * m, m), out=src[s + 1].narrow(1, 2, n))  # eq. 15
 
 
 @_script
@@ -119,15 +120,15 @@ def _backward_loop(src: torch.Tensor, cs: torch.Tensor, acts: torch.Tensor, tns:
     steps, b = acts.shape[0], src.shape[1]
     bmn, gc = b * n, acts.shape[2]
     for s in range(steps - 1, -1, -1):
-        gh = dsrc[s + 1, :, 2:]  # d loss / d h_s (outside + step s+1)
+        gh = dsrc[s + 1].narrow(1, 2, n)  # d loss / d h_s (outside + step s+1)
         dc = dcs[s + 1]  # d loss / d c_s (outside + step s+1)
         a = acts[s]
         a3 = a.view(b, n, gc)
-        g, i, f, o = a3[:, :, :m], a3[:, :, m:2 * m], a3[:, :, 2 * m:3 * m], a3[:, :, 3 * m:4 * m]
+        g, i, f, o = a3.narrow(2, 0, m), a3.narrow(2, m, m), a3.narrow(2, 2 * m, m), a3.narrow(2, 3 * m, m)
         da = das[s]
         da3 = da.view(b, n, gc)
         tn = tns[s]
-        torch.mul(gh, tn, out=da3[:, :, 3 * m:4 * m])  # d o
+        torch.mul(gh, tn, out=da3.narrow(2, 3 * m, m))  # d o
         dn = torch.ops.aten.tanh_backward(gh * o, tn)
         if norm == 1:
             dns[s] = dn
@@ -143,16 +144,17 @@ def _backward_loop(src: torch.Tensor, cs: torch.Tensor, acts: torch.Tensor, tns:
             c_prev = ccs[s].view(b, n, m)
         else:
             c_prev = cs[s]
-        da3[:, :, :m] = torch.ops.aten.tanh_backward(dc * i, g)
-        torch.mul(dc, g, out=da3[:, :, m:2 * m])
-        torch.mul(dc, c_prev, out=da3[:, :, 2 * m:3 * m])
-        da[:, m:4 * m] = torch.ops.aten.sigmoid_backward(da[:, m:4 * m], a[:, m:4 * m])
+        da3.narrow(2, 0, m).copy_(torch.ops.aten.tanh_backward(dc * i, g))
+        torch.mul(dc, g, out=da3.narrow(2, m, m))
+        torch.mul(dc, c_prev, out=da3.narrow(2, 2 * m, m))
+        ifo = da.narrow(1, m, 3 * m)
+        ifo.copy_(torch.ops.aten.sigmoid_backward(ifo, a.narrow(1, m, 3 * m)))
         if memory_conv:
             dc_prev = (dc * f).view(bmn, 1, m)
-            q = a[:, 4 * m:]
+            q = a.narrow(1, 4 * m, kd)
             cw = cs[s].index_select(1, cidx).view(bmn, kd, m)
             dq = torch.mul(cw, dc_prev).sum(2)  # (B*N, Kd)
-            da[:, 4 * m:] = torch.ops.aten._softmax_backward_data(dq, q, -1, dq.dtype)
+            da.narrow(1, 4 * m, kd).copy_(torch.ops.aten._softmax_backward_data(dq, q, -1, dq.dtype))
             dcw = torch.mul(q.unsqueeze(2), dc_prev)  # (B*N, Kd, M)
             dcs[s].index_add_(1, cidx, dcw.view(b, n * kd, m))
         else:
