@@ -11,6 +11,9 @@ For n = 5 (the paper's example)::
 
 Tokens: ``-`` is 0 and the 64 symbols are 1..64, written ``a-z A-Z 0-9 + *``
 (65 symbols in all, as in the paper). Symbols are drawn uniformly with replacement.
+``alphabet`` (default 64) draws them from the first ``alphabet`` symbols only, with
+the vocabulary shrunk to match (``alphabet + 1`` tokens): a smaller problem for a quick
+run on a CPU, in the same format.
 """
 
 from __future__ import annotations
@@ -26,16 +29,19 @@ assert len(SYMBOLS) == 64
 
 class Memorization(AlgorithmicTask):
     name = "memorization"
-    alphabet = "-" + SYMBOLS
-
-    def __init__(self, *, symbols: int = 20, test_seed: int = TEST_SEED, test_size: int = TEST_SIZE):
+    def __init__(self, *, symbols: int = 20, alphabet: int = 64, test_seed: int = TEST_SEED,
+                 test_size: int = TEST_SIZE):
         if not isinstance(symbols, int) or symbols < 1:
             raise UserError(f"--symbols must be an integer >= 1, got {symbols!r}")
+        if not isinstance(alphabet, int) or not 2 <= alphabet <= 64:
+            raise UserError(f"--alphabet must be an integer from 2 to 64 (the paper: 64), got {alphabet!r}")
         self.symbols = symbols
+        self.alphabet = "-" + SYMBOLS[:alphabet]
         super().__init__(test_seed=test_seed, test_size=test_size)
 
     def options(self) -> dict:
-        return {"symbols": self.symbols, "test_seed": self.test_seed, "test_size": self.test_size}
+        return {"symbols": self.symbols, "alphabet": len(self.alphabet) - 1, "test_seed": self.test_seed,
+                "test_size": self.test_size}
 
     @property
     def seq_len(self) -> int:
@@ -56,10 +62,10 @@ class Memorization(AlgorithmicTask):
 
     def encode_symbols(self, text: str) -> tuple[list[int], list[int]]:
         """``"abccb"`` -> (input tokens, target tokens) of one example."""
-        if len(text) != self.symbols or any(ch not in SYMBOLS for ch in text):
-            raise UserError(f"give {self.symbols} symbols out of {SYMBOLS!r}, got {text!r}")
+        if len(text) != self.symbols or any(ch not in self.alphabet[1:] for ch in text):
+            raise UserError(f"give {self.symbols} symbols out of {self.alphabet[1:]!r}, got {text!r}")
         x, y = self.encode(torch.tensor([[self.alphabet.index(ch) for ch in text]]))
         return x[0].tolist(), y[0].tolist()
 
     def sample(self, n: int, generator: torch.Generator):
-        return self.encode(torch.randint(1, 65, (n, self.symbols), generator=generator))
+        return self.encode(torch.randint(1, len(self.alphabet), (n, self.symbols), generator=generator))
