@@ -195,12 +195,14 @@ def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: i
                   input_size=None, output_size=None, seq_len: int = 100, device: str = "cpu",
                   repeats: int = 10, warmup: int = 3, threads: int | None = None, dtype: str = "float32",
                   seed: int = 0, repeats_for: Callable[[Case], int] | None = None,
+                  warmup_for: Callable[[Case], int] | None = None,
                   delay: Callable[[Case], float] | None = None, min_sample_s: float = 0.0,
                   progress: Callable[[str], None] | None = None) -> list[dict]:
     """Time every case with interleaved repeats; one record per case, in the order given.
 
     ``repeats_for(case)`` may lower the repeats of a slow case (e.g. the oracle at L=10);
-    such a case simply drops out of the later rounds. ``delay(case)`` is a test-only hook
+    such a case simply drops out of the later rounds; ``warmup_for(case)`` likewise lowers
+    its warm-up (the pure-Python oracle has nothing to warm up). ``delay(case)`` is a test-only hook
     that adds that many seconds inside the timed region of each run of a case (how the
     regression tests inject a slowdown into one curve).
 
@@ -233,7 +235,7 @@ def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: i
         for case, run in runs.items():
             if progress:
                 progress(f"warm-up {case.config} L={case.depth} {run.model.implementation}")
-            for _ in range(warmup):
+            for _ in range(warmup_for(case) if warmup_for else warmup):
                 run()
         number = {c: 1 for c in cases}
         if min_sample_s > 0:
@@ -248,7 +250,8 @@ def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: i
                 if len(samples[case]) < wanted[case]:
                     samples[case].append(_time_once(run, dev, delay(case) if delay else 0.0, number[case]))
         return [runtime_record(c, runs[c], samples[c], seq_len=seq_len, device=dev, dtype=dtype,
-                               threads=threads, flushed=flushed, warmup=warmup, repeats=wanted[c],
+                               threads=threads, flushed=flushed,
+                               warmup=warmup_for(c) if warmup_for else warmup, repeats=wanted[c],
                                number=number[c])
                 for c in cases]
 
