@@ -431,3 +431,38 @@ def test_real_slurm_jobs_write_records(tmp_path, fake_env, monkeypatch):
     got = {r["config"]: r["status"] for r in records(root)}
     assert got == {"slstm": "ok", "2d": "failed"} and summary.exit_code == 1
     assert sum(executions(fake_env).values()) == 2
+
+
+def test_real_cells_time_and_train(tmp_path, monkeypatch):
+    """The default cell function calls measure_runtime and train (tiny sizes) and fills the schema."""
+    monkeypatch.setenv("TLSTM_BENCH_CODE_VERSION", "test-version")
+    spec = write_spec(tmp_path, """
+        task = "memorization"
+        configs = ["2d"]
+        depths = [2]
+        timeout_s = 300
+        [runtime]
+        channels = 4
+        seq_len = 4
+        repeats = 2
+        warmup = 1
+        threads = 1
+        [train]
+        preset = "memorization-small"
+        channels = 4
+        max_samples = 30
+        eval_every = 15
+    """)
+    root = tmp_path / "store"
+    summary = run_sweep(spec, root=root, jobs=2)
+    got = {r["kind"]: r for r in records(root)}
+    assert summary.exit_code == 0, [r.get("error") for r in got.values()]
+    runtime, train = got["runtime"], got["train"]
+    assert runtime["ms_per_step"] > 0 and len(runtime["samples"]) == 2 and runtime["seq_len"] == 4
+    assert runtime["channels"] == 4 and runtime["params"] > 0 and runtime["config"] == "2d"
+    assert train["metric"] == "accuracy" and 0 <= train["test_metric"] <= 1 and train["samples_seen"] == 30
+    assert train["channels"] == 4 and train["preset"] == "memorization-small"
+    for record in (runtime, train):
+        assert record["status"] == "ok" and record["sweep"] == "t" and record["depth"] == 2
+        assert record["torch_version"] and record["host"] and record["date"] and record["device"] == "cpu"
+    assert not list((root / "t" / ".checkpoints").glob("*/*"))       # a finished cell keeps no checkpoint
