@@ -78,7 +78,7 @@ def test_a_solved_task_stops_and_records_samples_to_solve(monkeypatch):
 @pytest.mark.parametrize("case", ["memorization", "enwik8", "digits"])
 def test_checkpoint_kill_resume_equals_an_uninterrupted_run(tmp_path, case):
     if case == "memorization":
-        kwargs = dict(config="3d-cn", max_samples=15 * 20, eval_every=15 * 6, checkpoint_every=15 * 4)
+        kwargs = dict(config="3d-cn", depth=1, max_samples=15 * 20, eval_every=15 * 6, checkpoint_every=15 * 4)
         stop = 11  # killed 3 steps after the checkpoint at step 8
     elif case == "enwik8":
         rng = np.random.default_rng(0)
@@ -101,8 +101,8 @@ def test_checkpoint_kill_resume_equals_an_uninterrupted_run(tmp_path, case):
 
 
 def test_a_real_sigkill_then_resume_gives_the_same_parameters(tmp_path):
-    kwargs = dict(config="2d", task="memorization", depth=2, channels=6, symbols=3, max_samples=15 * 400,
-                  eval_every=15 * 50, checkpoint_every=15 * 10, seed=2, progress=False, threads=1)
+    kwargs = dict(config="2d", task="memorization", depth=2, channels=6, symbols=3, max_samples=15 * 150,
+                  eval_every=15 * 50, checkpoint_every=15 * 5, seed=2, progress=False, threads=1)
     script = textwrap.dedent(f"""
         from tlstm_bench.training import train
         train({kwargs['config']!r}, **{ {k: v for k, v in kwargs.items() if k != 'config'}!r},
