@@ -33,7 +33,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..errors import UserError
 from ..models import build_model
 from ..results import provenance
-from ..tasks import TASKS, make_task, task_options
+from ..tasks import TASKS, Task, make_task, task_options
 from .checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from .presets import get_preset
 
@@ -139,7 +139,7 @@ def train(config, *, task=None, depth, channels=None, budget=None, preset=None, 
     console = console or Console(stderr=True, quiet=not progress)
     s = _settings(task, preset, channels, budget, max_samples, epochs, batch_size, eval_every, patience,
                   data_dir, task_options)
-    the_task: "Task" = s["task"]  # noqa: F821
+    the_task: Task = s["task"]
     dev = _device(device)
     _positive(checkpoint_every, "--checkpoint-every")
     _positive(stop_after_steps, "stop_after_steps")
@@ -234,8 +234,11 @@ def train(config, *, task=None, depth, channels=None, budget=None, preset=None, 
     columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[metric]}"),
                TimeElapsedColumn(), TimeRemainingColumn()]
-    metric_text = lambda: (f"{'test' if the_task.online else 'valid'} {the_task.metric} "  # noqa: E731
-                           f"{st['history'][-1]['metric']:.4f}" if st["history"] else "")
+
+    def metric_text() -> str:
+        if not st["history"]:
+            return ""
+        return f"{'test' if the_task.online else 'valid'} {the_task.metric} {st['history'][-1]['metric']:.4f}"
     failed = None
     model.train()
     with Progress(*columns, console=console, disable=not progress, transient=False) as bar:
@@ -284,6 +287,7 @@ def train(config, *, task=None, depth, channels=None, budget=None, preset=None, 
         "forget_bias": the_task.forget_bias, "max_samples": s["max_samples"], "epochs": s["epochs"],
         "eval_every": eval_every, "patience": s["patience"] if not the_task.online else None,
         "sample_unit": the_task.sample_unit, "implementation": model.implementation, "seed": seed,
+        "flush_denormal": True,
     }
     if failed is not None:
         record.update(status="failed", error=failed, valid_metric=None, test_metric=None, sequence_accuracy=None,
