@@ -224,3 +224,11 @@ def test_cli_exits_1_on_a_nan_and_saves_the_failed_record(tmp_path, monkeypatch)
     (path,) = (tmp_path / "training").glob("*.json")
     record = json.loads(path.read_text())
     assert record["status"] == "failed" and record["test_metric"] is None
+
+
+def test_paper_defaults_without_a_preset():
+    record = train("slstm", task="addition", digits=1, depth=1, channels=4, max_samples=30, progress=False)
+    assert record["batch_size"] == 15 and record["lr"] == 1e-3 and record["forget_bias"] == 1.0
+    assert record["samples_seen"] == 30 and record["preset"] is None
+    with pytest.raises(UserError, match="not both"):
+        train("slstm", task="mnist", source="digits", depth=1, channels=4, max_samples=30, epochs=1)
