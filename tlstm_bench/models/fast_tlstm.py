@@ -144,16 +144,18 @@ def _backward_loop(src: torch.Tensor, cs: torch.Tensor, acts: torch.Tensor, tns:
             c_prev = ccs[s].view(b, n, m)
         else:
             c_prev = cs[s]
-        da3.narrow(2, 0, m).copy_(torch.ops.aten.tanh_backward(dc * i, g))
+        dg = da3.narrow(2, 0, m)
+        torch.mul(dc, i, out=dg)
+        torch.ops.aten.tanh_backward(dg, g, grad_input=dg)  # in place: same memory in and out
         torch.mul(dc, g, out=da3.narrow(2, m, m))
         torch.mul(dc, c_prev, out=da3.narrow(2, 2 * m, m))
         ifo = da.narrow(1, m, 3 * m)
-        ifo.copy_(torch.ops.aten.sigmoid_backward(ifo, a.narrow(1, m, 3 * m)))
+        torch.ops.aten.sigmoid_backward(ifo, a.narrow(1, m, 3 * m), grad_input=ifo)
         if memory_conv:
             dc_prev = (dc * f).view(bmn, 1, m)
             q = a.narrow(1, 4 * m, kd)
             cw = cs[s].index_select(1, cidx).view(bmn, kd, m)
-            dq = torch.mul(cw, dc_prev).sum(2)  # (B*N, Kd)
+            dq = torch.bmm(cw, dc_prev.view(bmn, m, 1)).view(bmn, kd)
             da.narrow(1, 4 * m, kd).copy_(torch.ops.aten._softmax_backward_data(dq, q, -1, dq.dtype))
             dcw = torch.mul(q.unsqueeze(2), dc_prev)  # (B*N, Kd, M)
             dcs[s].index_add_(1, cidx, dcw.view(b, n * kd, m))
