@@ -124,7 +124,8 @@ def load_model(source: str, *, task: str | None = None, task_options: dict | Non
                             forget_bias=the_task.forget_bias, **the_task.model_io())
         _require_tlstm(model)
         _load_weights(model, _weights(payload), str(path))
-        return Loaded(model, the_task, True, f"trained: {path}")
+        return Loaded(model, the_task, True, f"trained: {_training_summary(payload, the_task)} "
+                                            f"({path.parent.name}/{path.name})")
     if source.endswith((".pt", ".pth")) or "/" in source:
         raise UserError(f"no checkpoint at {source}; give an existing checkpoint or a configuration name")
     arch = parse_config(source)
@@ -157,12 +158,16 @@ def best_checkpoint(sweep: str, *, task: str | None = None, root: "str | Path | 
     if task is not None:
         rows = rows[rows["task"] == task]
     rows = rows[rows["test_metric"].notna()]
+    what = f"task {task}" if task else "any task"
+    if rows.empty:
+        raise UserError(f"no trained tLSTM for {what} in sweep {sweep}; run `tlstm-bench sweep {sweep}` first, "
+                        "or give a checkpoint")
     folder = store_root(root) / sweep / ".checkpoints"
     rows = rows[[(folder / str(i) / "checkpoint.pt").is_file() for i in rows["id"]]]
     if rows.empty:
-        what = f"task {task}" if task else "any task"
-        raise UserError(f"no trained tLSTM with a checkpoint for {what} in sweep {sweep} ({folder}); "
-                        f"run `tlstm-bench sweep {sweep}` first, or give a checkpoint")
+        raise UserError(f"sweep {sweep} has trained tLSTMs for {what} but no checkpoint of them in {folder} "
+                        "(a sweep deletes a finished cell's checkpoint); train one with `tlstm-bench train CONFIG "
+                        "--task TASK -L L --checkpoint-dir DIR` and run `tlstm-bench visualize DIR`")
     if rows["task"].nunique() > 1:
         raise UserError(f"sweep {sweep} trained several tasks ({', '.join(sorted(rows['task'].unique()))}); "
                         "pick one with --task")
@@ -171,6 +176,25 @@ def best_checkpoint(sweep: str, *, task: str | None = None, root: "str | Path | 
                         _s=rows["samples_to_solve"].fillna(float("inf")))
     best = order.sort_values(["_m", "_s", "depth"], kind="stable").iloc[0]
     return folder / str(best["id"]) / "checkpoint.pt", best.drop(["_m", "_s"]).to_dict()
+
+
+def _training_summary(payload: dict, task) -> str:
+    """'3,000 samples, test accuracy 1.2%' from a training checkpoint's counters, if it has them."""
+    counters = payload.get("counters") if isinstance(payload.get("counters"), dict) else {}
+    parts = []
+    if isinstance(counters.get("samples"), int):
+        parts.append(f"{counters['samples']:,} samples")
+    history = counters.get("history") or []
+    last = history[-1] if history and isinstance(history[-1], dict) else {}
+    if isinstance(last.get("metric"), (int, float)):
+        split = "test" if getattr(task, "has_valid", True) is False else "valid"
+        if getattr(task, "metric", "") == "accuracy":
+            parts.append(f"last {split} accuracy {100 * last['metric']:.1f}%")
+        else:
+            parts.append(f"last {split} {getattr(task, 'metric', 'metric')} {last['metric']:.3f}")
+    if counters.get("samples_to_solve") is not None:
+        parts.append(f"solved after {counters['samples_to_solve']:,} samples")
+    return ", ".join(parts) or "checkpoint"
 
 
 def _require_tlstm(model) -> None:
