@@ -7,7 +7,7 @@ Each run trains one configuration with the named preset (online samples, batch 1
 Adam 1e-3, evaluation on the fixed 100-sample test set every ``eval_every`` samples)
 until the test set is solved or the preset's sample cap is reached. Runs are
 sequential (one thread each: on a small model and a shared CPU that is fastest).
-Records go to ``results/training/<preset>-<config>-L<depth>-s<seed>.json`` and a
+Records go to ``results/training/<preset>-<config>-L<depth>-s<seed>[-cap<N>].json`` and a
 Markdown table is printed. Where a run never solves within the cap, the table says so.
 """
 
@@ -40,6 +40,8 @@ def main() -> None:
                 record = train(config, depth=depth, preset=preset, seed=args.seed, progress=False,
                                threads=args.threads, max_samples=args.max_samples)
                 record_id = f"{preset}-{config}-L{depth}-s{args.seed}"
+                if args.max_samples is not None:
+                    record_id += f"-cap{args.max_samples}"
                 write_record(record, "training", root=args.root, record_id=record_id)
                 if record["status"] != "ok":
                     rows.append(f"| {preset} | {config} | {depth} | failed: {record['error']} |")
