@@ -232,3 +232,11 @@ def test_paper_defaults_without_a_preset():
     assert record["samples_seen"] == 30 and record["preset"] is None
     with pytest.raises(UserError, match="not both"):
         train("slstm", task="mnist", source="digits", depth=1, channels=4, max_samples=30, epochs=1)
+
+
+def test_a_finished_run_can_be_extended_with_a_larger_limit(tmp_path):
+    quick(checkpoint_dir=tmp_path / "a", max_samples=15 * 6)
+    longer = quick(checkpoint_dir=tmp_path / "a", max_samples=15 * 12)
+    straight = quick(checkpoint_dir=tmp_path / "b", max_samples=15 * 12)
+    assert longer["samples_seen"] == straight["samples_seen"] == 180
+    assert_same_params(final_params(tmp_path / "a"), final_params(tmp_path / "b"))

@@ -186,6 +186,8 @@ def train(config, *, task=None, depth, channels=None, budget=None, preset=None, 
             kind = type(model.zero_state(1, torch.zeros(1)))
             carried = kind(*(t.to(dev) for t in saved["carried"]))
         st["resumed_at"].append(st["samples"])
+        if st["stop_reason"] in ("max_samples", "epochs"):
+            st["stop_reason"] = None  # a finished run may be extended with a larger limit
         console.print(f"[bold]resuming[/] from checkpoint {path} at sample {st['samples']:,} (step {st['step']:,})")
 
     def checkpoint():
