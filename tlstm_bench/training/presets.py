@@ -34,8 +34,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     # ---- small: minutes on a 2-core CPU ------------------------------------------
     Preset("memorization-small", ("memorization",), "3 symbols out of 8, M=32, at most 90K samples",
            task_options={"symbols": 3, "alphabet": 8}, channels=32, max_samples=90_000, eval_every=750),
-    Preset("addition-small", ("addition",), "2-digit addition, M=32, at most 45K samples",
-           task_options={"digits": 2}, channels=32, max_samples=45_000, eval_every=750),
+    Preset("addition-small", ("addition",), "2-digit addition, M=32, at most 120K samples",
+           task_options={"digits": 2}, channels=32, max_samples=120_000, eval_every=750),
     Preset("digits-small", ("mnist", "pmnist"), "offline 8x8 digits (64 steps), M=16, 10 epochs",
            task_options={"source": "digits"}, channels=16, epochs=10, patience=3),
     Preset("enwik8-small", ("enwik8",), "M=32, 2000 subsequences, validation on 100K characters",
