@@ -207,3 +207,11 @@ def test_unknown_task_and_option():
     with pytest.raises(UserError, match="no option symbols"):
         make_task("addition", symbols=3)
     assert set(TASKS) == {"addition", "memorization", "enwik8", "mnist", "pmnist"}
+
+
+def test_enwik8_from_the_environment_or_a_path(tmp_path, monkeypatch):
+    (tmp_path / "enwik8").write_bytes(_text(20_000, seed=2))
+    monkeypatch.setenv("TLSTM_BENCH_DATA", str(tmp_path))
+    from_env = make_task("enwik8")
+    from_path = make_task("enwik8", path=tmp_path / "enwik8")
+    assert from_env.path == from_path.path and torch.equal(from_env.splits["test"], from_path.splits["test"])
