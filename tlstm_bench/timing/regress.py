@@ -21,7 +21,7 @@ shifts them systematically: the fused sLSTM's t(10)/t(1) was 5.4 on the idle mac
 and 7.4 under that load, 1.37x. A CI run may meet either regime, so 1.37 x 1.37 = 1.9
 is the worst honest drift; 2x is just above it, and the confirming run keeps one load
 spike from failing CI. What 2x still catches: a tLSTM path falling back to ``eager``
-(2.6x on ``2d/slstm``), per-step overhead that grows with depth (a flat curve's
+(about 3x on ``2d/slstm``), per-step overhead that grows with depth (a flat curve's
 t(4)/t(1) of 1.3 turning into ~3), a curve losing its flatness. Speed-ups are reported,
 never failed; rewrite the baseline with ``--update`` after a deliberate change.
 Settings: M=64, T=100, one thread, and every sample the mean of enough back-to-back
