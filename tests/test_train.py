@@ -174,7 +174,8 @@ def test_presets_resolve_and_bad_settings_are_one_line_errors():
 
 
 def test_digits_preset_trains_mnist_offline_with_forget_bias_4():
-    record = train("3d", task="pmnist", depth=1, preset="digits-small", channels=4, epochs=1, progress=False)
+    record = train("3d", task="pmnist", depth=1, preset="digits-small", channels=4, epochs=1, batch_size=50,
+                   progress=False)
     assert record["status"] == "ok" and record["forget_bias"] == 4.0
     assert record["task_options"]["source"] == "digits" and record["task_info"]["seq_len"] == 64
     assert record["valid_metric"] is not None and record["test_metric"] is not None

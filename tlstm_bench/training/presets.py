@@ -36,8 +36,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            task_options={"symbols": 3, "alphabet": 8}, channels=32, max_samples=90_000, eval_every=750),
     Preset("addition-small", ("addition",), "2-digit addition, M=32, at most 120K samples",
            task_options={"digits": 2}, channels=32, max_samples=120_000, eval_every=750),
-    Preset("digits-small", ("mnist", "pmnist"), "offline 8x8 digits (64 steps), M=16, 10 epochs",
-           task_options={"source": "digits"}, channels=16, epochs=10, patience=3),
+    Preset("digits-small", ("mnist", "pmnist"), "offline 8x8 digits (64 steps), M=16, batch 16, 10 epochs",
+           task_options={"source": "digits"}, channels=16, epochs=10, batch_size=16, patience=4),
     Preset("enwik8-small", ("enwik8",), "M=32, 2000 subsequences, validation on 100K characters",
            task_options={"eval_chars": 100_000}, channels=32, max_samples=2000, batch_size=20, eval_every=500),
     # ---- the paper's settings (a GPU) ---------------------------------------------
