@@ -54,7 +54,8 @@ def _outputs_and_grads(model, x, state=None):
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_eager_equals_oracle(config, depth):
     """The vectorised step (index-map gathers) equals the literal per-location loop."""
-    model = perturb(build_model(config, depth, input_size=3, output_size=2, channels=3).double())
+    model = perturb(build_model(config, depth, input_size=3, output_size=2, channels=3,
+                                implementation="eager").double())
     x = torch.randn(2, 4, 3, dtype=torch.float64)
     h0 = torch.randn(2, model.num_locations, 3, dtype=torch.float64)
     state = type(model.zero_state(2, x))(h0, torch.randn_like(h0))

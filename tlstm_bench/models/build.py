@@ -9,6 +9,11 @@ from .slstm import SLSTM, SLSTM_IMPLEMENTATIONS
 from .tlstm import TLSTM, TLSTM_IMPLEMENTATIONS
 
 
+# The fastest path measured on a CPU for each kind (README, "Runtime"); each is tested
+# against the slow oracle for outputs and gradients.
+DEFAULT_IMPLEMENTATION = {"tlstm": "fast", "slstm": "fused"}
+
+
 def resolve_io(vocab: int | None, input_size: int | None, output_size: int | None) -> tuple[int, int, bool]:
     """(R, S, tokens) from the builder's arguments; ``vocab`` means tokens in and out."""
     if vocab is not None:
@@ -58,8 +63,9 @@ def build_model(config: "str | ArchConfig", depth: int, *, vocab: int | None = N
         budget: a parameter count (int, ``"10M"``) or ``"slstm:400"``; M is then the
             largest whose total count is not above it.
         forget_bias: initial forget-gate bias (1; the paper uses 4 for images).
-        implementation: the sequence loop to use (tLSTM: ``eager`` default,
-            ``reference`` = the oracle; sLSTM: ``fused`` default, ``loop``).
+        implementation: the sequence loop to use (tLSTM: ``fast`` default, ``eager``,
+            ``reference`` = the oracle, ``cuda-graph``; sLSTM: ``fused`` default,
+            ``wavefront``, ``loop``).
     """
     arch = parse_config(config)
     check_depth(depth)
@@ -68,7 +74,7 @@ def build_model(config: "str | ArchConfig", depth: int, *, vocab: int | None = N
     kwargs = dict(channels=m, input_size=r, output_size=s, tokens=tokens, forget_bias=forget_bias)
     table, cls = (SLSTM_IMPLEMENTATIONS, SLSTM) if arch.kind == "slstm" else (TLSTM_IMPLEMENTATIONS, TLSTM)
     if implementation is None:
-        implementation = next(iter(table))
+        implementation = DEFAULT_IMPLEMENTATION[arch.kind]
     if implementation not in table:
         raise UserError(
             f"unknown implementation {implementation!r} for {arch.label}; use one of {', '.join(table)}"
