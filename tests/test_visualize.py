@@ -43,6 +43,15 @@ def test_trace_equals_forward(config, tokens):
     torch.testing.assert_close(trace.cells[:, x.shape[1] - 1], state.c, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("config", ["2d", "3d-ln", "3d-cn"])
+def test_trace_matches_the_default_sequence_loop(config):
+    """What visualize draws (model.step in a loop) is what the default (fast) path computes."""
+    torch.manual_seed(0)
+    model = build_model(config, 3, vocab=6, channels=3)
+    x = _inputs(True, seq_len=7)
+    torch.testing.assert_close(trace_cells(model, x).y, model(x)[0])
+
+
 @pytest.mark.parametrize("config", ["2d", "3d-cn"])
 def test_trace_equals_the_oracle_and_continues_a_state(config):
     torch.manual_seed(0)
