@@ -15,6 +15,7 @@ import torch
 from .. import __version__
 
 _REPO = Path(__file__).resolve().parents[2]
+CODE_PATHS = ("tlstm_bench", "benchmarks", "sweeps", "pyproject.toml")
 
 
 def _git(*args: str) -> str | None:
@@ -31,7 +32,9 @@ def code_version() -> dict:
     commit = _git("rev-parse", "HEAD")
     dirty = None
     if commit is not None:
-        status = _git("status", "--porcelain", "--untracked-files=no")
+        # Dirty means the code that produced a result may differ from the commit: only
+        # uncommitted changes to what runs count (not results, figures or docs).
+        status = _git("status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS)
         dirty = bool(status) if status is not None else None
     return {"git_commit": commit, "git_dirty": dirty, "package_version": __version__}
 

@@ -1,0 +1,56 @@
+"""The results store: atomic one-file records, clean JSON, clear errors, provenance."""
+
+import json
+import math
+
+import pytest
+
+from tlstm_bench import UserError
+from tlstm_bench.results import load_records, provenance, records_frame, write_record
+
+
+def test_round_trip_to_dataframe(tmp_path):
+    write_record({"config": "2d", "depth": 1, "ms_per_step": 0.5, "samples": [0.4, 0.5, 0.6]}, "timing",
+                 root=tmp_path, record_id="a")
+    write_record({"config": "3d", "depth": 4, "ms_per_step": 2.0, "samples": [2.0]}, "timing",
+                 root=tmp_path, record_id="b")
+    frame = records_frame("timing", root=tmp_path)
+    assert sorted(frame["config"]) == ["2d", "3d"]
+    assert frame.set_index("id").loc["a", "samples"] == [0.4, 0.5, 0.6]
+
+
+def test_non_finite_floats_become_null(tmp_path):
+    path = write_record({"loss": math.nan, "nested": {"x": math.inf}}, "train", root=tmp_path)
+    record = json.loads(path.read_text())
+    assert record["loss"] is None and record["nested"]["x"] is None
+
+
+def test_rewrite_leaves_one_whole_record_and_no_temporary_files(tmp_path):
+    for value in range(5):
+        write_record({"value": value}, "c", root=tmp_path, record_id="same")
+    files = list((tmp_path / "c").iterdir())
+    assert [f.name for f in files] == ["same.json"]
+    assert json.loads(files[0].read_text())["value"] == 4
+
+
+def test_failed_write_keeps_the_old_record(tmp_path):
+    write_record({"value": 1}, "c", root=tmp_path, record_id="r")
+    with pytest.raises(TypeError):
+        write_record({"value": object.__new__(type("Unserialisable", (), {"__str__": None}))}, "c",
+                     root=tmp_path, record_id="r")
+    assert json.loads((tmp_path / "c" / "r.json").read_text())["value"] == 1
+    assert [f.name for f in (tmp_path / "c").iterdir()] == ["r.json"]
+
+
+def test_corrupt_record_names_the_file(tmp_path):
+    write_record({"value": 1}, "c", root=tmp_path, record_id="good")
+    (tmp_path / "c" / "bad.json").write_text("{not json")
+    with pytest.raises(UserError, match="bad.json"):
+        load_records("c", root=tmp_path)
+
+
+def test_provenance_fields():
+    record = provenance("cpu")
+    for key in ("git_commit", "git_dirty", "torch_version", "device", "device_name", "threads", "host", "date"):
+        assert key in record
+    assert record["device"] == "cpu" and record["threads"] >= 1
