@@ -47,6 +47,7 @@ TASK_TITLES = {
     "mnist": "Sequential MNIST",
     "pmnist": "Sequential pMNIST",
 }
+DODGE = 0.012  # x shift per configuration, as a fraction of the depth range
 NOTE_CHARS_PER_INCH = 12  # the missing-cells note is wrapped to the figure's width
 
 
@@ -267,6 +268,9 @@ def _line(ax, handles, config, implementation, x, y, err, *, style="-") -> None:
     label = f"{config} ({implementation})" if implementation else config
     order = np.argsort(x)
     x, y = x[order], y[order]
+    # Dodge: shift each configuration a little along x so equal values do not hide each other.
+    rank = config_order(config)[0] + (0.5 if implementation and style != "-" else 0.0)
+    x = x + (rank - 3) * DODGE * max(1.0, float(np.ptp(x)) if len(x) else 1.0)
     if err is not None:
         err = err[..., order]
     container = ax.errorbar(x, y, yerr=err, color=colour, marker=marker, linestyle=style, capsize=3,

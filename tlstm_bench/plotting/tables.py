@@ -135,11 +135,11 @@ def _first_int(series: pd.Series):
 
 
 def count_text(n: float) -> str:
-    """298000 -> '298K', 5000000 -> '5M', 10012345 -> '10.0M' (the paper's style)."""
+    """298000 -> '298K', 7500 -> '7.5K', 5000000 -> '5M', 10012345 -> '10.0M' (the paper's style)."""
     if n >= 1e6:
         return f"{n / 1e6:.3g}M" if n / 1e6 < 10 else f"{n / 1e6:.1f}M"
     if n >= 1e3:
-        return f"{n / 1e3:.0f}K"
+        return f"{n / 1e3:.3g}K"
     return f"{n:.0f}"
 
 
