@@ -15,6 +15,7 @@ that, untrained: the figure then says so in its title.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -317,6 +318,7 @@ def draw(loaded: Loaded, x: torch.Tensor, target: torch.Tensor, logits: torch.Te
 
     arch = model.arch
     fig.suptitle(f"{task.name}: memory cell along the diagonal, {arch.label} (D={arch.dims}, K={arch.kernel}), "
-                 f"L={model.depth}, P={model.tensor_size}, M={model.channels}\n{loaded.origin}",
+                 f"L={model.depth}, P={model.tensor_size}, M={model.channels}\n"
+                 + textwrap.fill(loaded.origin, 90),  # a long origin would run off the figure
                  fontsize="medium", color="black" if loaded.trained else "firebrick")
     return fig
