@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import uuid
 from pathlib import Path
 
 import pandas as pd
 
+from ..atomic import atomic_write
 from ..errors import UserError
 
 ENV_ROOT = "TLSTM_BENCH_RESULTS"
@@ -46,16 +46,7 @@ def write_record(record: dict, collection: str, *, root: "str | Path | None" = N
     record_id = record_id or record.get("id") or uuid.uuid4().hex[:16]
     record = {**record, "id": record_id, "collection": collection}
     path = folder / f"{record_id}.json"
-    fd, tmp = tempfile.mkstemp(prefix=f".{record_id}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(_clean(record), fh, indent=1, sort_keys=True, default=str)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda fh: json.dump(_clean(record), fh, indent=1, sort_keys=True, default=str))
     return path
 
 

@@ -15,11 +15,11 @@ import argparse
 import importlib
 import json
 import math
-import os
 import sys
 import traceback
 from pathlib import Path
 
+from ..atomic import atomic_write
 from .grid import Cell
 
 DEFAULT_CELL_FN = "tlstm_bench.sweeps.cell:execute"
@@ -140,10 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         outcome = run(cell, Path(args.root), args.fn)
     except KeyboardInterrupt:  # Ctrl-C: leave the cell undone, the runner will not record it
         return 130
-    out = Path(args.out)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(outcome, default=_jsonable))
-    os.replace(tmp, out)
+    atomic_write(Path(args.out), lambda fh: json.dump(outcome, fh, default=_jsonable))
     return 0
 
 

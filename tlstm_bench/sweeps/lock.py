@@ -16,6 +16,8 @@ import socket
 import time
 from pathlib import Path
 
+from ..atomic import atomic_write
+
 GRACE_S = 600.0
 _BREAK_STALE_S = 60.0
 
@@ -71,9 +73,7 @@ def is_stale(info: dict | None, path: Path | None = None) -> bool:
 
 
 def _write(path: Path, info: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(info))
-    os.replace(tmp, path)
+    atomic_write(path, lambda fh: json.dump(info, fh))
 
 
 def _create(path: Path, info: dict) -> bool:

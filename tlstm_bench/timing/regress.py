@@ -34,7 +34,6 @@ Exit status (the CLI): 0 no regression, 1 regression (which quantity, by how muc
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +41,7 @@ from typing import Callable
 
 from ..errors import UserError
 from .protocol import Case, measure_cases
+from ..atomic import atomic_write
 
 THRESHOLD = 2.0
 BASELINE_DIR = Path(__file__).resolve().parents[2] / "results" / "baselines"
@@ -181,10 +181,7 @@ def regress(*, quick: bool = False, update: bool = False, baseline: "str | Path 
             "git_commit": first["git_commit"], "date": first["date"],
             "ms_per_step": {f"{r['config']} L={r['depth']}": r["ms_per_step"] for r in records},
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        atomic_write(path, lambda fh: fh.write(json.dumps(data, indent=1, sort_keys=True) + "\n"))
         rows = [Row(q, None, v, None, "new") for q, v in measured.items()]
         return RegressResult(0, mode, str(path), rows, updated=True, records=records)
     expected = data["modes"][mode]["quantities"]

@@ -9,14 +9,13 @@ so that a run never resumes from another run's checkpoint.
 
 from __future__ import annotations
 
-import os
 import pickle
-import tempfile
 import zipfile
 from pathlib import Path
 
 import torch
 
+from ..atomic import atomic_write
 from ..errors import UserError
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -27,17 +26,7 @@ def checkpoint_path(checkpoint_dir: "str | Path") -> Path:
 
 
 def save_checkpoint(path: Path, payload: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(payload, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda fh: torch.save(payload, fh), binary=True)
 
 
 def load_checkpoint(path: Path) -> dict | None:
