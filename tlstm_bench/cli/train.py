@@ -46,8 +46,9 @@ def train(
     source: Annotated[Optional[str], typer.Option(help="mnist/pmnist: idx (the MNIST files) or digits "
                                                        "(scikit-learn's 8x8 digits, offline).")] = None,
     perm_seed: Annotated[Optional[int], typer.Option(help="pmnist: seed of the fixed pixel permutation.")] = None,
-    implementation: Annotated[Optional[str], typer.Option(help="Sequence loop (tLSTM: eager, reference; "
-                                                               "sLSTM: fused, loop).")] = None,
+    implementation: Annotated[Optional[str], typer.Option(help="Sequence loop (tLSTM: fast (default), eager, "
+                                                               "reference, cuda-graph; sLSTM: fused (default), "
+                                                               "wavefront, loop).")] = None,
     results_dir: Annotated[Optional[Path], typer.Option(help="Results store (default: $TLSTM_BENCH_RESULTS "
                                                              "or results/store).")] = None,
 ) -> None:
