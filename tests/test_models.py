@@ -144,3 +144,17 @@ def test_gradcheck(config):
 def test_model_classes():
     assert isinstance(build_model("slstm", 2, vocab=3, channels=2), SLSTM)
     assert isinstance(build_model("3d-cn", 2, vocab=3, channels=2), TLSTM)
+
+
+@pytest.mark.parametrize("text, label", [
+    ("3D-CN", "3d-cn"),
+    ("2d:kernel=2", "2d-f"),
+    ("tlstm:dims=3,norm=cn", "3d-cn"),
+    ("tlstm:dims=2,kernel=3,memory_conv=0", "2d-m"),
+    ("2d:norm=cn", "tlstm:dims=2,kernel=3,memory_conv=1,norm=cn"),
+])
+def test_config_strings_are_canonical(text, label):
+    """Knob strings that describe a preset get its name; others round-trip through their label."""
+    arch = parse_config(text)
+    assert arch.label == label
+    assert parse_config(arch.label) == arch
