@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import pytest
 from typer.testing import CliRunner
 
 from tlstm_bench.cli import app
-from tlstm_bench.cli import regress as regress_cli
 from tlstm_bench.errors import UserError
 from tlstm_bench.timing import regress
 from tlstm_bench.timing.regress import RegressResult, Row, parse_delay, quantities
@@ -59,7 +59,9 @@ def test_missing_baseline_or_mode_exits_2(tmp_path, baseline):
 
 def test_cli_exit_1_names_the_curve(monkeypatch):
     rows = [Row("2d t(4)/t(1)", 1.2, 3.0, 2.5, "regression"), Row("slstm t(4)/t(1)", 3.0, 3.1, 1.03, "ok")]
-    monkeypatch.setattr(regress_cli, "run_regress", lambda **kw: RegressResult(1, "quick", "b.json", rows))
+    # The command imports its core when it runs: patch the core module's function.
+    core = importlib.import_module("tlstm_bench.timing.regress")
+    monkeypatch.setattr(core, "regress", lambda **kw: RegressResult(1, "quick", "b.json", rows))
     result = CliRunner().invoke(app, ["regress", "--quick"])
     assert result.exit_code == 1
     assert "regression: 2d t(4)/t(1) is 2.50x its baseline" in result.output

@@ -8,8 +8,6 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from ..audit import audit_one, explain
-from ..models import CONFIG_NAMES, parse_config
 from .app import app, console, handles_user_errors, parse_int_list
 
 
@@ -26,6 +24,9 @@ def audit(
 
     Exits 1 if any configuration checked is not separable.
     """
+    from ..audit import audit_one, explain
+    from ..models import CONFIG_NAMES, parse_config
+
     names = configs or list(CONFIG_NAMES)
     archs = [parse_config(name) for name in names]  # fail fast on a bad name
     levels = parse_int_list(depths, "--depths")

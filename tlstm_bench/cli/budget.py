@@ -8,8 +8,6 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from ..models import CONFIG_NAMES, parse_config
-from ..models.card import model_card
 from .app import app, console, handles_user_errors, parse_int_list
 
 
@@ -25,6 +23,9 @@ def budget(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of model cards.")] = False,
 ) -> None:
     """Solve M for every configuration and depth at one budget (SPEC section 7)."""
+    from ..models import CONFIG_NAMES, parse_config
+    from ..models.card import model_card
+
     if vocab is None and input_size is None and output_size is None:
         vocab = 205  # enwik8, the paper's 10M setting
     names = [parse_config(c).label for c in (configs or CONFIG_NAMES)]

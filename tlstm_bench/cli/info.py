@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from ..models.card import model_card
 from .app import app, console, handles_user_errors
 
 
@@ -26,6 +25,8 @@ def info(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Show D, K, P, L, M, the parameter count by component, and the sequential steps."""
+    from ..models.card import model_card
+
     card = model_card(config, depth, vocab=vocab, input_size=input_size, output_size=output_size,
                       channels=channels, budget=budget, seq_len=seq_len)
     if as_json:

@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from ..timing.regress import DELAY_ENV, THRESHOLD, parse_delay, regress as run_regress
 from .app import app, console, handles_user_errors
 
 
@@ -25,6 +24,8 @@ def regress(
     Exits 0 with no regression, 1 on a regression (which quantity, by how much), 2 when
     it could not measure (no or unreadable baseline, bad input).
     """
+    from ..timing.regress import DELAY_ENV, THRESHOLD, parse_delay, regress as run_regress
+
     result = run_regress(quick=quick, update=update, baseline=baseline, device=device,
                          delay=parse_delay(os.environ.get(DELAY_ENV)))
     table = Table(title=f"runtime vs depth ({result.mode}) against {result.baseline_path}", title_justify="left")

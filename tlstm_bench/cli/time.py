@@ -5,16 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Annotated, Optional
+from typing import Annotated, Optional, TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from ..errors import UserError
-from ..models import SLSTM_IMPLEMENTATIONS, TLSTM_IMPLEMENTATIONS, parse_config
-from ..results import write_record
-from ..timing import Case, measure_cases
-from ..timing.protocol import default_implementation
+if TYPE_CHECKING:
+    from ..timing import Case
+
 from .app import app, console, err_console, handles_user_errors, parse_int_list
 
 CSV_FIELDS = ["config", "implementation", "depth", "channels", "tensor_size", "params", "seq_len", "device",
@@ -28,6 +27,10 @@ def plan_cases(configs: list[str], depths: list[int], implementation: str | None
     ``fast``. ``all``: every registered implementation (``cuda-graph`` only on cuda). A
     name: used for the configurations that have it (an error if none does).
     """
+    from ..models import SLSTM_IMPLEMENTATIONS, TLSTM_IMPLEMENTATIONS, parse_config
+    from ..timing import Case
+    from ..timing.protocol import default_implementation
+
     cases = []
     for config in configs:
         arch = parse_config(config)
@@ -68,6 +71,9 @@ def time_(
     store: Annotated[bool, typer.Option(help="Write each record to the results store (collection 'timing').")] = True,
 ) -> None:
     """Time forward + loss + backward per timestep, batch 1, warm-up excluded, median and IQR."""
+    from ..results import write_record  # the core is imported here: a torch-free CLI start-up
+    from ..timing import measure_cases
+
     if as_json and as_csv:
         raise UserError("give at most one of --json and --csv")
     levels = parse_int_list(depths, "--depths")

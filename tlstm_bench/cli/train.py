@@ -7,8 +7,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..results import write_record
-from ..training import train as train_core
 from .app import app, console, err_console, fail, handles_user_errors
 
 
@@ -57,6 +55,9 @@ def train(
     Exits 1 if the run failed (NaN or infinite loss; the failed record is still saved),
     2 on bad input, 130 when interrupted (rerun with the same --checkpoint-dir to resume).
     """
+    from ..results import write_record
+    from ..training import train as train_core
+
     options = {"digits": digits, "symbols": symbols, "seq_len": seq_len, "source": source,
                "perm_seed": perm_seed, "path": data}
     try:

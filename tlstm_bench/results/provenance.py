@@ -10,8 +10,6 @@ import socket
 import subprocess
 from pathlib import Path
 
-import torch
-
 from .. import __version__
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -40,6 +38,8 @@ def code_version() -> dict:
 
 
 def device_name(device: "str | torch.device" = "cpu") -> str:
+    import torch  # here, not at the top: reading results must not need torch
+
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
@@ -48,6 +48,8 @@ def device_name(device: "str | torch.device" = "cpu") -> str:
 
 def provenance(device: "str | torch.device" = "cpu") -> dict:
     """A dict to merge into every record."""
+    import torch
+
     device = torch.device(device)
     return {
         **code_version(),
