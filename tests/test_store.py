@@ -54,3 +54,10 @@ def test_provenance_fields():
     for key in ("git_commit", "git_dirty", "torch_version", "device", "device_name", "threads", "host", "date"):
         assert key in record
     assert record["device"] == "cpu" and record["threads"] >= 1
+
+
+def test_record_that_is_not_an_object_names_the_file(tmp_path):
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "list.json").write_text("[1, 2]")
+    with pytest.raises(UserError, match="list.json"):
+        load_records("c", root=tmp_path)

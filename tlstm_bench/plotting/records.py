@@ -1,21 +1,17 @@
-"""Read the results store into a DataFrame without importing torch.
+"""Read the results store into the DataFrame the figures and tables are drawn from.
 
-The layout is the one :mod:`tlstm_bench.results.store` writes: ``<root>/<sweep>/<id>.json``,
-one record a file. That package imports torch (for provenance), so plotting reads the
-folder itself; the two must agree on the layout and on ``$TLSTM_BENCH_RESULTS``.
+The store is :mod:`tlstm_bench.results.store` (``<root>/<sweep>/<id>.json``); reading it
+imports pandas, not torch.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import pandas as pd
 
 from ..errors import UserError
-
-ENV_ROOT = "TLSTM_BENCH_RESULTS"  # the same variable tlstm_bench.results.store reads
+from ..results.store import default_root, load_records
 
 # Columns every frame has (None where a record lacks them), so plotting never KeyErrors.
 COLUMNS = (
@@ -27,7 +23,7 @@ COLUMNS = (
 
 def store_root(root: "str | Path | None" = None) -> Path:
     """``root``, else ``$TLSTM_BENCH_RESULTS``, else ``results/store``."""
-    return Path(root if root is not None else os.environ.get(ENV_ROOT, "results/store"))
+    return Path(root) if root is not None else default_root()
 
 
 def available_sweeps(root: Path) -> list[str]:
@@ -49,13 +45,7 @@ def read_records(sweeps: "list[str] | None" = None, root: "str | Path | None" = 
                         f"run `tlstm-bench sweep {unknown[0]}` first or pass --results-dir")
     rows = []
     for name in names:
-        for path in sorted((base / name).glob("*.json")):
-            try:
-                record = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError) as exc:
-                raise UserError(f"corrupt result record {path}: {exc}; delete or fix that file") from None
-            if not isinstance(record, dict):
-                raise UserError(f"corrupt result record {path}: not a JSON object; delete or fix that file")
+        for record in load_records(name, root=base):
             record.setdefault("sweep", name)
             rows.append(record)
     if not rows:

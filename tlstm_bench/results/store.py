@@ -58,9 +58,12 @@ def load_records(collection: str | None = None, *, root: "str | Path | None" = N
     for folder in folders:
         for path in sorted(folder.glob("*.json")):
             try:
-                records.append(json.loads(path.read_text()))
+                record = json.loads(path.read_text())
             except (OSError, json.JSONDecodeError) as exc:
                 raise UserError(f"corrupt result record {path}: {exc}; delete or fix that file") from None
+            if not isinstance(record, dict):
+                raise UserError(f"corrupt result record {path}: not a JSON object; delete or fix that file")
+            records.append(record)
     return records
 
 
