@@ -2,7 +2,7 @@
 
 The normal sequence loops (``TLSTM_IMPLEMENTATIONS``) keep no history, so recording
 costs them nothing. :func:`trace_cells` is a separate loop that calls the model's own
-``step`` exactly as ``run_eager`` does (SPEC section 3: T + L - 1 steps, the last L - 1
+``step`` through the same ``eager_steps`` loop as ``run_eager`` (SPEC section 3: T + L - 1 steps, the last L - 1
 fed the flush input, y_t read at the output corner at step t + L - 1) and keeps ``c``
 after every step; a test checks that its outputs equal the model's forward.
 """
@@ -14,7 +14,7 @@ from typing import NamedTuple
 import torch
 
 from ..errors import UserError
-from ..models.tlstm import TLSTM, TLSTMState
+from ..models.tlstm import TLSTM, TLSTMState, eager_steps
 
 
 class CellTrace(NamedTuple):
@@ -33,12 +33,9 @@ def trace_cells(model: TLSTM, x: torch.Tensor, state: TLSTMState | None = None) 
                         "(use 2d, 2d-m, 2d-f, 3d, 3d-ln, 3d-cn or a tlstm:... config)")
     z = model.project_inputs(x)  # (B, T, M)
     batch, seq_len, _ = z.shape
-    h, c = state if state is not None else model.zero_state(batch, z)
-    flush = model.flush_input(batch)
+    after_input = state if state is not None else model.zero_state(batch, z)
     outputs, cells = [], []
-    after_input = TLSTMState(h, c)
-    for s in range(seq_len + model.depth - 1):
-        h, c = model.step(z[:, s] if s < seq_len else flush, h, c)
+    for s, h, c in eager_steps(model, z, after_input):
         cells.append(c)
         if s == seq_len - 1:
             after_input = TLSTMState(h, c)

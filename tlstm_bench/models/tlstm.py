@@ -165,18 +165,26 @@ class TLSTM(RecurrentModel):
         return self.read_out(h_out), state
 
 
+def eager_steps(model: TLSTM, z: torch.Tensor, state: TLSTMState):
+    """Yield ``(s, h, c)`` after each of the T + L - 1 steps; the last L - 1 are fed the
+    flush input (x = 0). Shared by ``run_eager`` and the figure-6 trace."""
+    seq_len = z.shape[1]
+    h, c = state
+    flush = model.flush_input(z.shape[0])
+    for s in range(seq_len + model.depth - 1):
+        h, c = model.step(z[:, s] if s < seq_len else flush, h, c)
+        yield s, h, c
+
+
 def run_eager(model: TLSTM, z: torch.Tensor, state: TLSTMState):
-    """Run T + L - 1 steps (the last L - 1 flush with x = 0); read y_t at step t + L - 1.
+    """Run T + L - 1 steps; read y_t at the output corner at step t + L - 1.
 
     Returns the output-location hidden states (B, T, M) and the state after step T.
     """
-    batch, seq_len, _ = z.shape
-    h, c = state
-    flush = model.flush_input(batch)
+    seq_len = z.shape[1]
     outputs = []
     after_input = state
-    for s in range(seq_len + model.depth - 1):
-        h, c = model.step(z[:, s] if s < seq_len else flush, h, c)
+    for s, h, c in eager_steps(model, z, state):
         if s == seq_len - 1:
             after_input = TLSTMState(h, c)
         if s >= model.depth - 1:
