@@ -37,7 +37,8 @@ runtime cells (copied from ``tlstm_bench.timing.measure_runtime``'s result)
     ``implementation``, ``seq_len``, ``repeats``
 provenance
     ``git_commit``, ``git_dirty``, ``torch_version``, ``device`` (``cpu``/``cuda``),
-    ``device_name``, ``threads``, ``host``, ``date`` (UTC ISO 8601)
+    ``device_name``, ``threads``, ``host``, ``date`` (UTC ISO 8601), ``slurm_job_id`` (the
+    SLURM job that ran the cell, ``"<array id>_<task>"`` for ``--executor slurm``; null outside SLURM)
 
 A failed cell has the same identity keys, ``status = "failed"``, ``error`` set, and the metric
 keys null or absent. Any further keys the timing or training functions return are kept.

@@ -15,6 +15,7 @@ import argparse
 import importlib
 import json
 import math
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -61,6 +62,15 @@ def _provenance(device: str) -> dict:
         return {**provenance("cpu"), "device": device.split(":")[0], "device_name": None}
 
 
+def slurm_job_id() -> str | None:
+    """The SLURM job this process runs in, as submitit and ``squeue`` name it (``123_4`` for a
+    task of an array), or None outside SLURM."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return os.environ.get("SLURM_JOB_ID") or None
+
+
 def make_record(cell: Cell, result: dict | None = None, *, error: str | None = None,
                 wall_time_s: float | None = None) -> dict:
     """The record of one cell (see the schema in :mod:`tlstm_bench.sweeps`)."""
@@ -72,7 +82,7 @@ def make_record(cell: Cell, result: dict | None = None, *, error: str | None = N
         "seed": spec["seed"], "budget": spec.get("budget"), "channels": spec.get("channels"), "params": None,
         "spec": spec, "wall_time_s": wall_time_s, **{k: spec.get(k) for k in fields},
     }
-    record.update(_provenance(spec["device"]))
+    record.update(_provenance(spec["device"]), slurm_job_id=slurm_job_id())
     result = dict(result or {})
     for key in _IDENTITY:
         result.pop(key, None)
