@@ -21,7 +21,6 @@ from tlstm_bench.sweeps import lock as locks
 from tlstm_bench.sweeps.cell import make_record
 from tlstm_bench.sweeps.grid import expand, parse_filters, select
 from tlstm_bench.sweeps.run import make_plan, run_sweep
-from tlstm_bench.sweeps.runner import SlurmOptions, run_cells
 from tlstm_bench.sweeps.spec import available_specs, find_spec, load_spec
 
 TESTS = Path(__file__).resolve().parent
@@ -381,60 +380,7 @@ def test_two_sweeps_at_once_share_the_work(tmp_path, fake_env, monkeypatch):
     assert len(runs) == 8 and set(runs.values()) == {1}           # every cell ran exactly once
 
 
-# ---- SLURM via submitit --------------------------------------------------------------------------
-
-
-def test_submitit_local_executor_writes_records(tmp_path, fake_env, monkeypatch):
-    pytest.importorskip("submitit")
-    monkeypatch.setenv("FAKE_PLAN", json.dumps({"2d": "raise"}))
-    spec = load_spec(write_spec(tmp_path, RUNTIME_SPEC))
-    cells = select(expand(spec, code="v"), parse_filters(["config=slstm,2d", "depth=1"]))
-    root = tmp_path / "store"
-    summary = run_cells(cells, root, executor="slurm", cell_fn=FAKE,
-                        slurm=SlurmOptions(cluster="local", time_limit_min=5), )
-    got = {r["config"]: r["status"] for r in records(root)}
-    assert got == {"slstm": "ok", "2d": "failed"} and summary.exit_code == 1
-    assert list((root / "t" / ".submitit").iterdir())            # submitit's job folders
-    again = run_cells(cells, root, executor="slurm", cell_fn=FAKE, slurm=SlurmOptions(cluster="local"))
-    assert again.count("skipped-done", "skipped-failed") == 2    # resume rules hold for jobs too
-
-
-def test_slurm_without_sbatch_is_a_user_error(tmp_path, fake_env, monkeypatch):
-    pytest.importorskip("submitit")
-    monkeypatch.setenv("PATH", str(tmp_path))                      # no sbatch here
-    spec = write_spec(tmp_path, RUNTIME_SPEC)
-    with pytest.raises(UserError, match="needs a SLURM cluster"):
-        run_sweep(spec, root=tmp_path / "s", executor="slurm", cell_fn=FAKE, code="v")
-
-
-def _slurm_up() -> bool:
-    import shutil
-
-    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
-        return False
-    try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%a %T"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0 and "up" in out.stdout and "down" not in out.stdout
-
-
-@pytest.mark.skipif(not _slurm_up(), reason="no SLURM cluster answers here (sinfo)")
-def test_real_slurm_jobs_write_records(tmp_path, fake_env, monkeypatch):
-    """Against a running SLURM. A one-node one on Debian 12, as root, in about a minute:
-    ``apt-get install slurmctld slurmd munge slurm-client``; write /etc/slurm/slurm.conf with
-    SlurmctldHost and NodeName = `hostname`, ProctrackType=proctrack/linuxproc, TaskPlugin=task/none,
-    SelectType=select/cons_tres, AccountingStorageType=accounting_storage/none, SlurmUser=root and
-    one partition; start ``runuser -u munge -- munged``, ``slurmctld``, ``slurmd``; ``sinfo`` says idle."""
-    pytest.importorskip("submitit")
-    monkeypatch.setenv("FAKE_PLAN", json.dumps({"2d": "raise"}))
-    spec = load_spec(write_spec(tmp_path, RUNTIME_SPEC))
-    cells = select(expand(spec, code="v"), parse_filters(["config=slstm,2d", "depth=1"]))
-    root = tmp_path / "store"
-    summary = run_cells(cells, root, executor="slurm", cell_fn=FAKE, slurm=SlurmOptions(time_limit_min=5))
-    got = {r["config"]: r["status"] for r in records(root)}
-    assert got == {"slstm": "ok", "2d": "failed"} and summary.exit_code == 1
-    assert sum(executions(fake_env).values()) == 2
+# ---- the real cell function ----------------------------------------------------------------------
 
 
 def test_real_cells_time_and_train(tmp_path, monkeypatch):
