@@ -178,13 +178,14 @@ def submitted_array(output: str) -> str:
 
 def test_sweep_through_slurm_writes_every_record_once(tmp_path, fake_env, sweep_name):
     spec = write_spec(tmp_path, RUNTIME_SPEC, name=sweep_name)
-    only = ["--only", "config=slstm,2d", "--only", "depth=1,2"]
+    filters = ["config=slstm,2d", "depth=1,2"]
+    only = [word for f in filters for word in ("--only", f)]
     root, cwd = tmp_path / "store", tmp_path / "cwd"
     done = run_sweep_cli(spec, root, cwd, *only)
     assert done.returncode == 0, done.stdout + done.stderr
     array = submitted_array(done.stdout)
 
-    cells = make_plan(spec, root=root, only=["config=slstm,2d", "depth=1,2"], code=CODE).cells
+    cells = make_plan(spec, root=root, only=filters, code=CODE).cells
     got = records(root, sweep_name)
     assert len(cells) == 4 and sorted(r["id"] for r in got) == sorted(c.id for c in cells)
     assert all(r["status"] == "ok" and r["error"] is None for r in got), [r["error"] for r in got]
@@ -240,8 +241,9 @@ def test_a_cancelled_job_leaves_its_cell_undone_and_the_sweep_unfinished(tmp_pat
     spec = write_spec(tmp_path, RUNTIME_SPEC.replace("timeout_s = 60", "timeout_s = 600"), name=sweep_name)
     root, cwd = tmp_path / "store", tmp_path / "cwd"
     cwd.mkdir()
-    only = ["--only", "config=slstm,2d", "--only", "depth=1"]
-    cells = make_plan(spec, root=root, only=only[1::2], code=CODE).cells
+    filters = ["config=slstm,2d", "depth=1"]
+    only = [word for f in filters for word in ("--only", f)]
+    cells = make_plan(spec, root=root, only=filters, code=CODE).cells
     hung = [c.spec["config"] for c in cells].index("2d")                     # its task in the job array
     log = tmp_path / "sweep.out"
     with open(log, "w") as out:
