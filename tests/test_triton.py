@@ -24,7 +24,7 @@ from typer.testing import CliRunner  # noqa: E402
 from tlstm_bench.cli import app  # noqa: E402
 from tlstm_bench.errors import UserError  # noqa: E402
 from tlstm_bench.models import build_model  # noqa: E402
-from tlstm_bench.models.tlstm import TLSTMState, build_index_maps  # noqa: E402
+from tlstm_bench.models.tlstm import TLSTMState, kernel_offsets, locations  # noqa: E402
 
 PRESETS = ["2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn"]
 # Beyond the presets (SPEC section 6): 4D, K = 5 with CN, even K without memory conv with LN.
@@ -124,22 +124,19 @@ def test_triton_equals_eager_across_tiles_float64(tt, small_tiles, config, batch
 
 @pytest.mark.triton
 def test_triton_reads_the_window_from_cell_index(tt):
-    """Another memory-cell window (the paper's appendix A.2: offsets -a+1 .. b+1, clamped),
-    given only through the model's cell_index: the kernels follow it, as eager does."""
+    """The paper's appendix-A.2 memory-cell window (offsets -a+1 .. b+1, clamped), given to
+    the model only as another cell_index: the kernels follow it, as eager does."""
     model = build_model("3d", 2, input_size=3, output_size=2, channels=4)
-    _, cell = build_index_maps(model.arch, model.tensor_size)
     p = model.tensor_size
-    shifted = []
-    for row in range(model.num_locations):  # move each window one location away from the input
-        loc = (row // p, row % p)
-        out = []
-        for k in range(model.arch.kernel_entries):
-            c = cell[row, k].item()
-            out.append(min(c // p + 1, p - 1) * p + min(c % p + 1, p - 1) if loc != (p - 1, p - 1) else c)
-        shifted.append(out)
-    shifted = torch.tensor(shifted)
-    assert not torch.equal(shifted, cell)
-    _assert_same("3d", 2, cell_index=shifted)
+
+    def flat(coord):  # row-major location index
+        return sum(c * p ** (len(coord) - 1 - d) for d, c in enumerate(coord))
+
+    appendix = torch.tensor([[flat([min(max(x + o + 1, 0), p - 1) for x, o in zip(loc, off)])
+                              for off in kernel_offsets(model.arch)]
+                             for loc in locations(p, model.arch.dims)])
+    assert not torch.equal(appendix, model.cell_index)
+    _assert_same("3d", 2, cell_index=appendix)
 
 
 @pytest.mark.triton

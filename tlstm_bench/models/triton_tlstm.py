@@ -8,8 +8,10 @@ every location's whole step (window gather, W^h product, activations, softmax Q,
 memory-cell convolution, LN/CN, new c) is one kernel launch, and so is every backward
 step. At batch 1 a GPU spends a tLSTM step launching kernels, not computing (``fast``
 issues a dozen or more per step); here it is 1 forward + 1 backward per timestep, plus
-a constant number per sequence (one forward "finisher" launch and about fifteen torch
-ops after the backward loop).
+a number per sequence that does not grow with T or L (buffer set-up, one forward
+"finisher" launch, and 10-30 torch ops after the backward loop, by configuration; the
+weight-gradient product is split into chunks only past ~64 MB of windows, as in
+``fast``).
 
 Geometry comes only from the model's index maps
 -----------------------------------------------
@@ -270,16 +272,18 @@ def _forward_step(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr,
                 win = tl.where(is_z[:, None], zv[None, :], hv)
                 w_row = w_ptr + (k * M + cin)[:, None] * GC
                 wm = iok[:, None] & cok[None, :]
-                acc_g += tl.dot(win, tl.load(w_row + chn[None, :], mask=wm, other=0.0), input_precision="ieee")
-                acc_i += tl.dot(win, tl.load(w_row + M + chn[None, :], mask=wm, other=0.0),
-                                input_precision="ieee")
-                acc_f += tl.dot(win, tl.load(w_row + 2 * M + chn[None, :], mask=wm, other=0.0),
-                                input_precision="ieee")
-                acc_o += tl.dot(win, tl.load(w_row + 3 * M + chn[None, :], mask=wm, other=0.0),
-                                input_precision="ieee")
+                # ieee: no TF32, so float32 results match eager's (the accumulator is passed in)
+                acc_g = tl.dot(win, tl.load(w_row + chn[None, :], mask=wm, other=0.0), acc_g,
+                               input_precision="ieee")
+                acc_i = tl.dot(win, tl.load(w_row + M + chn[None, :], mask=wm, other=0.0), acc_i,
+                               input_precision="ieee")
+                acc_f = tl.dot(win, tl.load(w_row + 2 * M + chn[None, :], mask=wm, other=0.0), acc_f,
+                               input_precision="ieee")
+                acc_o = tl.dot(win, tl.load(w_row + 3 * M + chn[None, :], mask=wm, other=0.0), acc_o,
+                               input_precision="ieee")
                 if MEMCONV:
                     wq = tl.load(w_row + 4 * M + kq[None, :], mask=iok[:, None] & (kq < KD)[None, :], other=0.0)
-                    acc_q += tl.dot(win, wq, input_precision="ieee")
+                    acc_q = tl.dot(win, wq, acc_q, input_precision="ieee")
         # Gates (eq. 11): G tanh, I F O sigmoid.
         g = _tanh(acc_g + tl.load(bh_ptr + chn, mask=cok, other=0.0)[None, :])
         i = tl.sigmoid(acc_i + tl.load(bh_ptr + M + chn, mask=cok, other=0.0)[None, :])
@@ -427,7 +431,7 @@ def _backward_step(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_p
                           - beta[:, None] * tl.load(e2_ptr + eo, mask=rm, other=0.0))
                 wt = tl.load(w_ptr + (k * M + chn[None, :]) * GC + gcol[:, None], mask=gok[:, None] & cok[None, :],
                              other=0.0)
-                gh += tl.dot(da, wt, input_precision="ieee")
+                gh = tl.dot(da, wt, gh, input_precision="ieee")
             if MEMCONV:
                 qm = sok[:, None] & qok
                 q = tl.load(acts_ptr + (nb + sl[:, None]) * GC + M4 + kq[None, :], mask=qm, other=0.0)
@@ -441,7 +445,7 @@ def _backward_step(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_p
                 daq = q * (dq - tl.sum(q * dq, 1)[:, None])  # softmax backward
                 wq = tl.load(w_ptr + (k * M + chn[None, :]) * GC + M4 + kq[:, None],
                              mask=(kq < KD)[:, None] & cok[None, :], other=0.0)
-                gh += tl.dot(daq, wq, input_precision="ieee")
+                gh = tl.dot(daq, wq, gh, input_precision="ieee")
         # dL/dc_s through step s+1's memory-cell convolution (inverse cell map) or, without
         # it, straight through the forget gate.
         c_next = ((s64 + 2) * B + b) * N * M  # cs[s+2] = c_{s+1}
