@@ -115,6 +115,13 @@ def test_triton_equals_eager_knobs(tt, config):
 
 
 @pytest.mark.triton
+def test_triton_flush_longer_than_input(tt):
+    """T < L: the state handed back (after step T) comes before the first output."""
+    _assert_same("2d", 4, seq_len=2)
+    _assert_same("3d-cn", 3, seq_len=1, batch=1)
+
+
+@pytest.mark.triton
 @pytest.mark.parametrize("config,batch", [("3d-ln", 2), ("3d-cn", 1), ("2d", 1), ("2d-m:norm=cn", 2)])
 def test_triton_equals_eager_across_tiles_float64(tt, small_tiles, config, batch):
     """Several programs per example (locations and channels split into tiles), float64:
