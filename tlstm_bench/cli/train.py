@@ -45,7 +45,7 @@ def train(
                                                        "(scikit-learn's 8x8 digits, offline).")] = None,
     perm_seed: Annotated[Optional[int], typer.Option(help="pmnist: seed of the fixed pixel permutation.")] = None,
     implementation: Annotated[Optional[str], typer.Option(help="Sequence loop (tLSTM: fast (default), eager, "
-                                                               "reference, cuda-graph; sLSTM: fused (default), "
+                                                               "reference, cuda-graph, triton; sLSTM: fused (default), "
                                                                "wavefront, loop).")] = None,
     results_dir: Annotated[Optional[Path], typer.Option(help="Results store (default: $TLSTM_BENCH_RESULTS "
                                                              "or results/store).")] = None,
