@@ -1,0 +1,217 @@
+"""The GPU evidence script (issue 8) as a CPU dry run: it must keep working without a GPU.
+
+Four runs of ``benchmarks/gpu_evidence.py --device cpu --tiny`` start together (they are
+subprocesses, as on the device) and each test checks one of them:
+
+* a whole run with a deliberately wrong implementation injected (``--test-inject-wrong``):
+  every part leaves well-formed records, and the wrong one's timings are marked invalid;
+* a run whose budget runs out after a few units: a partial, valid output that says so;
+* a run with a budget too small for anything: it still ends cleanly with a summary;
+* a run stopped by SIGTERM part-way: exit 143, what was measured is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "gpu_evidence.py"
+TIMEOUT = 240  # generous: the machine running CI may be shared
+PROVENANCE = ("git_commit", "commit_source", "code_hash", "torch_version", "cuda_version", "cudnn_version",
+              "driver_version", "device_name", "gpu_name", "args", "argv", "date")
+
+
+def _start(out: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    log = open(out.parent / f"{out.name}.stdout", "w")
+    return subprocess.Popen([sys.executable, str(SCRIPT), "--out", str(out), "--device", "cpu", "--tiny", *extra],
+                            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+
+
+def _records(out: Path) -> list[dict]:
+    lines = (out / "records.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]  # every line whole: no half-written record
+
+
+def _finish(proc: subprocess.Popen) -> int:
+    try:
+        return proc.wait(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+
+
+def _terminate_once_timing_starts(proc: subprocess.Popen, out: Path, sent: dict) -> None:
+    """SIGTERM the run as soon as its first timing record is on disk (part b under way)."""
+    deadline = time.time() + TIMEOUT
+    path = out / "records.jsonl"
+    while time.time() < deadline and proc.poll() is None:
+        if path.exists() and '"kind": "timing"' in path.read_text():
+            sent["at"] = time.time()
+            proc.send_signal(signal.SIGTERM)
+            return
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("gpu-evidence")
+    outs = {name: base / name for name in ("full", "cut", "tiny_budget", "sigterm")}
+    procs = {
+        "full": _start(outs["full"], "--test-inject-wrong"),
+        "cut": _start(outs["cut"], "--test-stop-after-units", "6"),
+        "tiny_budget": _start(outs["tiny_budget"], "--budget-s", "2"),
+        "sigterm": _start(outs["sigterm"]),
+    }
+    sent: dict = {}
+    watcher = threading.Thread(target=_terminate_once_timing_starts, args=(procs["sigterm"], outs["sigterm"], sent),
+                               daemon=True)
+    watcher.start()
+    procs["sigterm_sent"] = sent
+    yield outs, procs
+    for proc in procs.values():
+        if isinstance(proc, subprocess.Popen) and proc.poll() is None:
+            proc.kill()
+
+
+def _well_formed(out: Path) -> list[dict]:
+    files = sorted(p.name for p in out.iterdir())
+    assert len(files) <= 8, files
+    assert {"records.jsonl", "log.txt", "summary.md"} <= set(files), files
+    records = _records(out)
+    for r in records:
+        assert r["kind"] and r["part"] in ("a", "b", "c", "d", "-"), r["kind"]
+        assert set(PROVENANCE) - {"cuda_version", "cudnn_version", "gpu_name", "torch_version", "device_name",
+                                  "date"} <= set(r["provenance"]), r["kind"]
+    assert records[-1]["kind"] == "end"
+    return records
+
+
+def test_full_dry_run_has_every_part_and_marks_the_wrong_implementation_invalid(runs):
+    outs, procs = runs
+    out = outs["full"]
+    assert _finish(procs["full"]) == 0, (out.parent / "full.stdout").read_text()[-3000:]
+    records = _well_formed(out)
+    assert {"runtime_m100.png", "runtime_wiki.png", "training.png", "baseline-cpu.json"} <= {
+        p.name for p in out.iterdir()}
+    by_kind = {}
+    for r in records:
+        by_kind.setdefault(r["kind"], []).append(r)
+    assert by_kind["end"][-1]["status"] == "complete"
+    header = by_kind["header"][0]
+    for key in PROVENANCE:
+        assert key in header["provenance"], key
+    assert header["provenance"]["driver_version"] == "unknown"  # no nvidia-smi here: said, not guessed
+    assert header["provenance"]["argv"][:2] == ["--out", str(out)]
+
+    # a: every implementation in the registry is accounted for; cuda-graph cannot run on a CPU
+    impls = {r["impl"]: r for r in by_kind["implementation"]}
+    assert impls["cuda-graph"]["available"] is False and "CUDA" in impls["cuda-graph"]["reason"]
+    assert impls["fast"]["available"] is True and impls["wrong-test"]["available"] is True
+    checks = by_kind["check"]
+    for impl in ("fast", "fused", "wavefront"):
+        mine = [c for c in checks if c["impl"] == impl and c["check"] == "equivalence"]
+        assert mine and all(c["passed"] for c in mine), impl
+    fast = [c for c in checks if c["impl"] == "fast" and c["check"] == "equivalence"]
+    assert {c["config"] for c in fast} == {"2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn"}
+    assert {(c["depth"], c["dtype"]) for c in fast} == {(1, "float32"), (3, "float32"), (1, "float64"),
+                                                        (3, "float64")}
+    assert all(c["max_rel_error"] <= 1e-9 for c in fast if c["dtype"] == "float64")
+    assert any("grad h0" in name for name in fast[0]["errors"])  # the state's gradients are compared too
+    wrong = [c for c in checks if c["impl"] == "wrong-test"]
+    assert wrong and not any(c["passed"] for c in wrong)
+    assert [a["verdict"] for a in by_kind["audit"]] == ["separable"] * len(by_kind["audit"]) == ["separable"] * 8
+
+    # b: every configuration and depth at both sizes; times, counts and validity per record
+    timings = by_kind["timing"]
+    for size in ("m100", "wiki"):
+        got = {(t["config"], t["depth"]) for t in timings if t["size"] == size and t["implementation"] != "wrong-test"}
+        assert got == {(c, d) for c in ("slstm", "2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn") for d in (1, 3)}
+    assert {t["implementation"] for t in timings} == {"fused", "wavefront", "fast", "eager", "wrong-test"}
+    for t in timings:
+        assert t["ms_per_step"] > 0 and len(t["samples"]) == t["repeats"] >= 1
+        assert t["launches_per_step"] > 0 and "CPU" in t["launch_unit"] and t["kernels_per_step"] is None
+        assert math.isfinite(t["fingerprint"]["loss"]) and isinstance(t["valid"], bool)
+        if t["implementation"] == "wrong-test":
+            assert t["valid"] is False and "failed" in t["invalid_reason"]
+        else:
+            assert t["valid"] is True and t["invalid_reason"] is None, t["invalid_reason"]
+    assert {t["implementation"] for t in timings if t["size"] == "wiki"} == {"fused", "wavefront", "fast", "eager"}
+    wiki_2d = next(t for t in timings if t["size"] == "wiki" and t["config"] == "2d" and t["depth"] == 1)
+    assert wiki_2d["channels"] > 8  # the budget solver chose M, not the small size
+
+    # c: four training runs through train(), each with its outcome and throughput
+    trains = {t["key"]: t for t in by_kind["training"]}
+    assert set(trains) == {"memorization-3d-cn", "addition-3d-cn", "memorization-slstm", "addition-slstm"}
+    for t in trains.values():
+        assert t["status"] == "ok" and t["samples_seen"] > 0 and t["samples_per_s"] > 0 and t["history"]
+        assert t["stop"] in ("solved", "sample cap", "time cap")
+    assert trains["memorization-3d-cn"]["implementation"] == "fast"  # the fastest valid tLSTM path here
+
+    # d: a regress baseline the gate can read, and the summary
+    baseline = json.loads((out / "baseline-cpu.json").read_text())
+    assert set(baseline["modes"]) == {"quick", "full"} and baseline["device_kind"] == "cpu"
+    summary = (out / "summary.md").read_text()
+    for heading in ("## a. Correctness", "## b. Runtime at M = 100", "## b. Runtime at the Wikipedia",
+                    "## Targets", "## c. Training", "## d. Regress baseline"):
+        assert heading in summary, heading
+    assert "INVALID" in summary and "FAILED: `wrong-test`" in summary
+
+
+def test_budget_running_out_keeps_a_partial_valid_output_and_says_so(runs):
+    outs, procs = runs
+    out = outs["cut"]
+    assert _finish(procs["cut"]) == 0, (out.parent / "cut.stdout").read_text()[-3000:]
+    records = _well_formed(out)
+    units = [r for r in records if r["kind"] == "unit"]
+    done = [u["unit"] for u in units if u["status"] == "done"]
+    assert len(done) == 6 and done[0] == "a:implementations"
+    skipped = [u for u in units if u["status"] == "skipped_budget"]
+    assert skipped and all("left" in u["note"] for u in skipped)
+    assert records[-1]["status"] == "budget" and records[-1]["units_skipped"]
+    assert any(r["kind"] == "check" for r in records)  # what ran before the cut is kept
+    assert not any(r["kind"] == "training" for r in records)
+    assert "STOPPED BY THE TIME BUDGET" in (out / "summary.md").read_text()
+
+
+def test_a_budget_too_small_for_anything_still_ends_cleanly(runs):
+    outs, procs = runs
+    out = outs["tiny_budget"]
+    started = time.time()
+    assert _finish(procs["tiny_budget"]) == 0, (out.parent / "tiny_budget.stdout").read_text()[-3000:]
+    records = _well_formed(out)
+    assert records[-1]["status"] == "budget"
+    assert not any(r["kind"] in ("timing", "training") for r in records)
+    assert "STOPPED BY THE TIME BUDGET" in (out / "summary.md").read_text()
+    assert time.time() - started < TIMEOUT
+
+
+def test_sigterm_stops_the_run_and_keeps_what_was_measured(runs):
+    outs, procs = runs
+    out, proc = outs["sigterm"], procs["sigterm"]
+    rc = _finish(proc)
+    assert "at" in procs["sigterm_sent"], "the run ended before part b, so it could not be interrupted there"
+    assert rc == 143, (out.parent / "sigterm.stdout").read_text()[-3000:]
+    records = _well_formed(out)
+    assert records[-1]["status"] == "interrupted"
+    assert any(r["kind"] == "timing" for r in records)
+    assert not any(r["kind"] == "baseline" for r in records)
+    assert "INTERRUPTED" in (out / "summary.md").read_text()
+
+
+def test_out_must_be_empty(tmp_path):
+    (tmp_path / "old.txt").write_text("x")
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path), "--device", "cpu", "--tiny"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2 and "not empty" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.txt"]
