@@ -332,6 +332,17 @@ def supervisor_argv(argv: list[str]) -> list[str]:
     return out
 
 
+def nvidia_smi(query: str) -> str | None:
+    """One ``nvidia-smi --query-gpu`` answer (first GPU), or None where there is no nvidia-smi."""
+    try:
+        smi = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = smi.stdout.strip().splitlines()
+    return lines[0].strip() if smi.returncode == 0 and lines else None
+
+
 def script_args(args) -> dict:
     return {k: v for k, v in vars(args).items() if k not in ("worker", "deadline", "state_file")}
 
@@ -385,23 +396,31 @@ def supervise(args) -> int:
             if now > asked + 15 and child.poll() is None:
                 child.kill()  # it did not stop within 15 s of SIGTERM (stuck in a device call)
         rc = child.returncode
+        unit = Path(state_file).read_text().strip()
         if holder["signal"] is not None:
             status = "interrupted"
+        elif rc == 2:
+            status = "error"  # bad input the worker reported (e.g. --device cuda without CUDA): no restart
         elif rc == 0:
             ends = [r for r in read_records(out / RECORDS) if r["kind"] == "worker_end"]
             status = ends[-1]["status"] if ends else "complete"
         elif stopped_at is not None:
             status = "budget"
+        elif rc == EXIT_CUDA_BROKEN:
+            crashes += 1  # the worker recorded the unit that broke the context; a fresh one goes on
+            log("the worker's CUDA context broke; starting a new worker, which skips every finished unit")
+            if crashes > 3 or deadline - time.time() < (10 if args.tiny else 30):
+                status = "crashed"
         else:
             crashes += 1
-            unit = Path(state_file).read_text().strip() or "(before the first unit)"
+            unit = unit or "(before the first unit)"
             prov = _provenance_from(out, args)
-            how = "a sticky CUDA error" if rc == EXIT_CUDA_BROKEN else f"exit status {rc}"
+            how = f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}"
             Records(out / RECORDS, prov).write("unit", unit[0] if unit[0] in "abcd" else "-",
                                                unit=unit, status="crashed", note=f"worker died: {how}")
             log(f"the worker died ({how}) in unit {unit}")
-            if crashes > 3 or deadline - time.time() < (10 if args.tiny else 30):
-                status = "crashed"
+            if crashes > 3 or unit.startswith("(") or deadline - time.time() < (10 if args.tiny else 30):
+                status = "crashed"  # died before any unit (would die again), too often, or too late
             else:
                 log("starting a new worker; it skips every finished unit")
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -410,6 +429,8 @@ def supervise(args) -> int:
     finalize(out, args, status, crashes, log)
     if status == "interrupted":
         return EXIT_STOPPED_INT if holder["signal"] == signal.SIGINT else EXIT_STOPPED_TERM
+    if status == "error":
+        return 2
     return EXIT_CRASHED if crashes else 0
 
 
@@ -440,6 +461,9 @@ def finalize(out: Path, args, status: str, crashes: int, log: Log) -> None:
                                        units_skipped=skipped)
     records = read_records(out / RECORDS)
     text = summary_markdown(records, status)
+    if status in ("error", "crashed"):
+        tail = (out / LOG).read_text().splitlines()[-8:] if (out / LOG).exists() else []
+        text += "\n## Last lines of log.txt\n\n```\n" + "\n".join(tail) + "\n```\n"
     (out / SUMMARY).write_text(text)
     try:
         draw_figures(out, records)
@@ -659,15 +683,8 @@ class Worker:
             p = torch.cuda.get_device_properties(self.dev)
             prov.update(gpu_name=p.name, gpu_capability=f"{p.major}.{p.minor}",
                         gpu_memory_gib=round(p.total_memory / 2**30, 1), gpu_multiprocessors=p.multi_processor_count)
-        try:
-            smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,name,clocks.max.sm,power.limit",
-                                  "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
-            if smi.returncode == 0 and smi.stdout.strip():
-                first = [s.strip() for s in smi.stdout.strip().splitlines()[0].split(",")]
-                prov["driver_version"] = first[0]
-                prov["nvidia_smi"] = smi.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
+        prov["driver_version"] = nvidia_smi("driver_version") or "unknown"
+        prov["nvidia_smi"] = nvidia_smi("name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit")
         return prov
 
     # -- running units -----------------------------------------------------------------------
@@ -734,6 +751,8 @@ class Worker:
                 self.log(f"unit {uid} failed: {type(exc).__name__}: {exc}")
                 if self.cuda_broken():
                     self.log("the CUDA context is broken: exiting so the supervisor starts a fresh worker")
+                    if self.state_file:
+                        self.state_file.write_text("")  # recorded above as failed; not a crash to record again
                     return EXIT_CUDA_BROKEN
             self.log(f"end {uid} ({time.time() - t0:.1f} s)")
             ran += 1
@@ -1153,7 +1172,8 @@ class Worker:
             try:
                 loss, counts = profile_launches(torch, self.dev, once)
                 extra.update(counts)
-                per = {k: (v / seq_len if v is not None else None) for k, v in counts.items() if k.endswith("_total")}
+                per = {k: (v / seq_len if v is not None else None) for k, v in counts.items()
+                       if k.endswith("_total")}
                 if self.dev.type == "cuda":
                     extra.update(kernels_per_step=per["kernels_total"], launches_per_step=per["kernels_total"],
                                  host_launches_per_step=per["host_kernel_launches_total"],
@@ -1178,7 +1198,7 @@ class Worker:
     # -- part c --------------------------------------------------------------------------
     def train_impl(self, spec: TrainSpec) -> str:
         if spec.config == "slstm":
-            return "fused"
+            return next((n for n in SLSTM_TIMED if self.st.status(n) == "passed"), "loop")
         usable = [n for n in self.st.family_impls("tlstm") if self.st.status(n) == "passed"]
         measured = self.st.best_ms("m100", spec.config, max(self.cfg.depths))
         timed = sorted((ms, n) for n, ms in measured.items() if n in usable)
@@ -1421,19 +1441,27 @@ def profile_launches(torch, dev, fn, with_cpu: bool = False):
         return result, {"cpu_ops_total": sum(1 for name, device, _ in rows if device == "cpu" and name.startswith("aten::"))}
     if not with_cpu and not any(device == "cuda" for _, device, _ in rows):
         return profile_launches(torch, dev, fn, with_cpu=True)  # a torch that needs CPU activity to see kernels
-    kernels = memops = host = graphs = 0
+    return result, {**count_device_events(rows), "profiled_activities": "cpu+cuda" if with_cpu else "cuda"}
+
+
+def count_device_events(rows) -> dict:
+    """Kernels, memory copies/sets, host launch calls and graph launches among profiler events
+    ``(name, "cuda" | "cpu", activity type or None)``."""
+    kernels = memops = host = graphs = runtime = 0
     for name, device, activity in rows:
         if device == "cuda":
             if (activity or "").startswith("gpu_mem") or name.startswith(("Memcpy", "Memset")):
                 memops += 1
             else:
                 kernels += 1
-        elif "LaunchKernel" in name:
-            host += 1
-        elif "GraphLaunch" in name:
-            graphs += 1
-    return result, {"kernels_total": kernels, "memops_total": memops, "host_kernel_launches_total": host,
-                    "graph_launches": graphs, "profiled_activities": "cpu+cuda" if with_cpu else "cuda"}
+        elif name.startswith(("cuda", "cu")):
+            runtime += 1  # a CUDA runtime or driver call
+            host += "LaunchKernel" in name
+            graphs += "GraphLaunch" in name
+    if not runtime:  # this profiler did not record the API calls: say unknown, not zero
+        host = graphs = None
+    return {"kernels_total": kernels, "memops_total": memops, "host_kernel_launches_total": host,
+            "graph_launches": graphs}
 
 
 def _profiler_rows(prof) -> list[tuple[str, str, str | None]]:
@@ -1467,9 +1495,14 @@ def install_wrong_implementation() -> None:
 def worker_main(args) -> int:
     signal.signal(signal.SIGTERM, _raise_stop)
     log = Log(Path(args.out) / LOG, "worker")
+    from tlstm_bench.errors import UserError
+
     try:
         worker = Worker(args)
         return worker.run()
+    except UserError as exc:
+        log(f"error: {exc}")
+        return 2
     except Stop as exc:
         log(f"stopped ({exc}); everything measured so far is in {RECORDS}")
         return EXIT_STOPPED_TERM
@@ -1558,7 +1591,8 @@ def summary_markdown(records: list[dict], status: str) -> str:
     stopped = {"complete": "complete: every unit ran",
                "budget": "STOPPED BY THE TIME BUDGET: the units listed under 'Not run' were cut",
                "interrupted": "INTERRUPTED (signal): partial results",
-               "crashed": "a worker CRASHED and could not be restarted: partial results"}.get(status, status)
+               "crashed": "a worker CRASHED and could not be restarted: partial results",
+               "error": "ERROR before any measurement (see log.txt)"}.get(status, status)
     out += [f"- status: **{stopped}**; {end.get('elapsed_s', '?')} s of a {end.get('budget_s', '?')} s budget",
             f"- device: {prov.get('gpu_name') or prov.get('device_name')} ({prov.get('device')}), driver "
             f"{prov.get('driver_version')}, capability {prov.get('gpu_capability')}",
@@ -1699,6 +1733,14 @@ def targets_section(timings: list[dict], invalid: dict, records: list[dict]) -> 
             us = 1000 * b["ms_per_step"]
             out.append(f"- 2D tLSTM at M={b['channels']}, L={hi} <= 50 us per timestep ({b['implementation']}): "
                        f"{'met' if us <= 50 else 'NOT met'} ({us:.1f} us; {_why(b)})")
+    by = {(r["size"], r["config"], r["depth"], r["implementation"]): r for r in timings}
+    hidden = [k for k, r in by.items() if k[3] == "cuda-graph" and r.get("kernels_per_step") is not None
+              and (k[:3] + ("fast",)) in by and by[k[:3] + ("fast",)].get("kernels_per_step")
+              and r["kernels_per_step"] < 0.5 * by[k[:3] + ("fast",)]["kernels_per_step"]]
+    if hidden:
+        out.append(f"- note: for {len(hidden)} case(s) the profiler counted far fewer kernels for `cuda-graph` than "
+                   "for `fast` (the same kernels): it may not see kernels launched inside a CUDA graph, so "
+                   "cuda-graph's kernel counts are a lower bound")
     for key, paper in PAPER_SAMPLES.items():
         runs = [r for r in records if r["kind"] == "training" and r["key"] == f"{key}-3d-cn"]
         if not runs:
@@ -1733,7 +1775,11 @@ def _why(r) -> str:
     k = r.get("launches_per_step")
     if not k:
         return f"{r['ms_per_step']:.4f} ms"
-    return f"{r['ms_per_step']:.4f} ms, {k:.0f} launches/step, {1000 * r['ms_per_step'] / k:.2f} us each"
+    host = r.get("host_launches_per_step")
+    unit = "kernels" if r.get("kernels_per_step") is not None else "CPU ops"
+    return (f"{r['ms_per_step']:.4f} ms, {k:.0f} {unit}/step" + (f" ({host:.0f} launched by the host)"
+                                                                  if host is not None else "")
+            + f", {1000 * r['ms_per_step'] / k:.2f} us each")
 
 
 def draw_figures(out: Path, records: list[dict]) -> None:

@@ -12,6 +12,8 @@ subprocesses, as on the device) and each test checks one of them:
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import math
 import os
@@ -73,6 +75,11 @@ def runs(tmp_path_factory):
         "tiny_budget": _start(outs["tiny_budget"], "--budget-s", "2"),
         "sigterm": _start(outs["sigterm"]),
     }
+    if not _cuda_available():
+        outs["no_gpu"] = base / "no_gpu"
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        procs["no_gpu"] = subprocess.Popen([sys.executable, str(SCRIPT), "--out", str(outs["no_gpu"]), "--tiny"],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
     sent: dict = {}
     watcher = threading.Thread(target=_terminate_once_timing_starts, args=(procs["sigterm"], outs["sigterm"], sent),
                                daemon=True)
@@ -82,6 +89,21 @@ def runs(tmp_path_factory):
     for proc in procs.values():
         if isinstance(proc, subprocess.Popen) and proc.poll() is None:
             proc.kill()
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@functools.lru_cache(maxsize=1)
+def _module():
+    spec = importlib.util.spec_from_file_location("gpu_evidence", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("gpu_evidence", module)  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
 
 
 def _well_formed(out: Path) -> list[dict]:
@@ -215,3 +237,58 @@ def test_out_must_be_empty(tmp_path):
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 2 and "not empty" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.txt"]
+
+
+def test_without_a_gpu_device_cuda_is_one_clean_error(runs):
+    outs, procs = runs
+    if "no_gpu" not in procs:
+        pytest.skip("this machine has a GPU")
+    out = outs["no_gpu"]
+    assert _finish(procs["no_gpu"]) == 2
+    records = _well_formed(out)
+    assert records[-1]["status"] == "error"
+    summary = (out / "summary.md").read_text()
+    assert "ERROR before any measurement" in summary and "CUDA is not available" in summary
+
+
+def test_device_events_are_counted_by_kind():
+    ev = _module()
+    rows = [("void gemv_kernel<float>(...)", "cuda", None), ("Memcpy HtoD (Pageable -> Device)", "cuda", None),
+            ("Memset (Device)", "cuda", None), ("elementwise_kernel", "cuda", "kernel"),
+            ("cudaLaunchKernel", "cpu", "cuda_runtime"), ("cuLaunchKernel", "cpu", "cuda_driver"),
+            ("cudaGraphLaunch", "cpu", "cuda_runtime"), ("cudaStreamSynchronize", "cpu", "cuda_runtime"),
+            ("aten::mm", "cpu", "cpu_op")]
+    assert ev.count_device_events(rows) == {"kernels_total": 2, "memops_total": 2,
+                                            "host_kernel_launches_total": 2, "graph_launches": 1}
+    # a profiler that recorded no API calls: the host counts are unknown, not zero
+    assert ev.count_device_events(rows[:4])["host_kernel_launches_total"] is None
+
+
+def _check(impl, config, passed, **extra):
+    return {"kind": "check", "check": "equivalence", "impl": impl, "config": config, "depth": 3,
+            "dtype": "float64", "passed": passed, "worst": "y", "max_rel_error": 0.5 if passed is False else 0.0,
+            **extra}
+
+
+def test_a_timing_is_valid_only_with_a_passed_check_of_its_configuration():
+    ev = _module()
+    impl = {"kind": "implementation", "family": "tlstm", "available": True}
+    st = ev.State([{**impl, "impl": "fast"}, {**impl, "impl": "bad"}, {**impl, "impl": "partial"},
+                   _check("fast", "2d", True), _check("bad", "2d", True), _check("bad", "3d", False),
+                   _check("partial", "2d", True), _check("partial", "3d", None, unsupported="no 3D")])
+    assert st.correctness("fast", "2d") == ("passed", None)
+    assert st.correctness("fast", "3d")[0] == "unchecked"  # no check of 3d ran: not valid
+    verdict, reason = st.correctness("bad", "2d")  # one failure anywhere invalidates every timing
+    assert verdict == "failed" and "3d L=3 float64" in reason
+    assert st.correctness("partial", "3d")[0] == "unchecked"  # unsupported is not a pass
+    assert st.correctness("eager", "3d")[0] == "oracle"
+    assert (st.status("fast"), st.status("bad"), st.status("partial")) == ("passed", "failed", "passed")
+
+
+def test_budget_starts_only_what_fits():
+    ev = _module()
+    budget = ev.Budget(deadline=time.time() + 100, tail=10)
+    assert 89 < budget.left() <= 90
+    assert budget.fits(60) and not budget.fits(80)  # 80 s x the safety factor is over 90
+    assert not budget.fits(60, reserve_s=20)
+    assert budget.fits(80, safety=1.0)
