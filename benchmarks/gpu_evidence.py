@@ -133,7 +133,7 @@ class Settings:
 
 
 def make_settings(tiny: bool) -> Settings:
-    order = ("a", "b1", "b1x", "c:memorization-3d-cn", "b2", "b2x", "c:addition-3d-cn", "b3",
+    order = ("a", "b1", "c:memorization-3d-cn", "b1x", "b2", "b2x", "c:addition-3d-cn", "b3",
              "c:memorization-slstm", "c:addition-slstm", "b4", "b5", "d")
     if tiny:
         w, r = 1, 2
@@ -556,6 +556,9 @@ class State:
     def __init__(self, records: list[dict]):
         self.header = next((r for r in records if r["kind"] == "header"), None)
         self.finished = {r["unit"] for r in records if r["kind"] == "unit"}
+        self.unit_status = {r["unit"]: r["status"] for r in records if r["kind"] == "unit"}
+        self.timing_errors = [r for r in records if r["kind"] == "timing_error"]
+        self.training_starts = [r for r in records if r["kind"] == "training_progress"]
         self.impls = {r["impl"]: r for r in records if r["kind"] == "implementation"}
         self.checks = [r for r in records if r["kind"] == "check"]
         self.timings = [r for r in records if r["kind"] == "timing"]
@@ -569,6 +572,11 @@ class State:
         kind = record["kind"]
         if kind == "unit":
             self.finished.add(record["unit"])
+            self.unit_status[record["unit"]] = record["status"]
+        elif kind == "timing_error":
+            self.timing_errors.append(record)
+        elif kind == "training_progress":
+            self.training_starts.append(record)
         elif kind == "implementation":
             self.impls[record["impl"]] = record
         elif kind == "check":
@@ -583,10 +591,29 @@ class State:
         return [name for name, r in self.impls.items()
                 if r["family"] == family and r.get("role") != "oracle" and (r["available"] is True or not usable_only)]
 
+    def _broken(self, uid: str) -> bool:
+        return self.unit_status.get(uid) in ("failed", "crashed")
+
+    def excluded(self) -> set[str]:
+        """Implementations not to time again: those a timing unit died in (a sticky CUDA error,
+        a segfault); the one that raised if the records name it, else every one in the unit."""
+        out = set()
+        for uid, status in self.unit_status.items():
+            if status not in ("failed", "crashed"):
+                continue
+            if uid.startswith("b"):
+                named = {r["implementation"] for r in self.timing_errors if r.get("unit") == uid}
+                out |= named or set(uid.split(":")[-1].split("+"))
+            elif uid.startswith("c:"):  # a training run that died: the implementation it used
+                out |= {r["implementation"] for r in self.training_starts if r["key"] == uid[2:]}
+        return out - set(ORACLE.values())
+
     def correctness(self, impl: str, config: str) -> tuple[str, str | None]:
         """("passed" | "failed" | "unchecked" | "oracle", reason) for timing ``impl`` on ``config``."""
         if impl in ORACLE.values():
             return "oracle", None
+        if self._broken(f"a:check:{impl}"):
+            return "failed", f"its correctness checks on the device {self.unit_status[f'a:check:{impl}']}"
         failed = [c for c in self.checks if c["impl"] == impl and c["check"] == "equivalence"
                   and c["passed"] is False]
         if failed:
@@ -604,6 +631,8 @@ class State:
         info = self.impls.get(impl, {})
         if info.get("available") == "broken":
             return "broken"
+        if self._broken(f"a:check:{impl}"):
+            return "failed"
         checks = [c for c in self.checks if c["impl"] == impl and c["check"] == "equivalence"]
         if any(c["passed"] is False for c in checks):
             return "failed"
@@ -1026,7 +1055,7 @@ class Worker:
         st = self.st
         if phase.select == "eager":
             return ["eager"] if family == "tlstm" else []
-        usable = [n for n in st.family_impls(family) if st.status(n) != "broken"]
+        usable = [n for n in st.family_impls(family) if st.status(n) != "broken" and n not in st.excluded()]
         passed = [n for n in self.ordered_check_impls() if n in usable and st.status(n) == "passed"]
         if phase.select == "core":
             return [n for n in passed if n in CORE_IMPLS]
@@ -1053,9 +1082,9 @@ class Worker:
             yield (uid, "b",
                    lambda cases=cases, phase=phase: self.cost.group_s(cases, phase.size, self.channels_of(phase.size),
                                                                       self.cfg.seq_len, phase.warmup, phase.repeats),
-                   lambda cases=cases, phase=phase: self.time_group(phase, cases))
+                   lambda cases=cases, phase=phase, uid=uid: self.time_group(phase, cases, uid))
 
-    def time_group(self, phase: Phase, cases) -> str | None:
+    def time_group(self, phase: Phase, cases, uid: str = "") -> str | None:
         """Time ``cases`` (one configuration, every depth, some implementations) with the SPEC
         section 8 protocol, repeats interleaved; then profile and fingerprint each case."""
         torch = self.torch
@@ -1082,7 +1111,7 @@ class Worker:
                     raise
                 except Exception as exc:  # noqa: BLE001 - recorded, the group goes on without it
                     last.pop(case, None)
-                    self.emit("timing_error", "b", phase=phase.key, size=phase.size, config=config, depth=depth,
+                    self.emit("timing_error", "b", unit=uid, phase=phase.key, size=phase.size, config=config, depth=depth,
                               implementation=impl, error=f"{type(exc).__name__}: {exc}")
                     self.log(f"  timing {config} L={depth} {impl} failed: {type(exc).__name__}: {exc}")
                     if self.cuda_broken():
@@ -1116,7 +1145,7 @@ class Worker:
                     valid = False
                     reasons.append("loss/gradient fingerprint at the timed size disagrees with "
                                    + ", ".join(f"{k} ({_num(v, '.2g')})" for k, v in bad.items()))
-                rec = {**rec, **extra, "phase": phase.key, "size": phase.size, "family": family,
+                rec = {**rec, **extra, "unit": uid, "phase": phase.key, "size": phase.size, "family": family,
                        "setup_s": round(setup[case], 3), "truncated": len(samples[case]) < phase.repeats,
                        "correctness": verdict, "valid": valid, "invalid_reason": "; ".join(reasons) or None,
                        "agrees_with": agrees}
@@ -1199,7 +1228,8 @@ class Worker:
     def train_impl(self, spec: TrainSpec) -> str:
         if spec.config == "slstm":
             return next((n for n in SLSTM_TIMED if self.st.status(n) == "passed"), "loop")
-        usable = [n for n in self.st.family_impls("tlstm") if self.st.status(n) == "passed"]
+        usable = [n for n in self.st.family_impls("tlstm") if self.st.status(n) == "passed"
+                  and n not in self.st.excluded()]
         measured = self.st.best_ms("m100", spec.config, max(self.cfg.depths))
         timed = sorted((ms, n) for n, ms in measured.items() if n in usable)
         if timed:
@@ -1247,6 +1277,7 @@ class Worker:
         self.log(f"  training {spec.key}: {spec.config} L={spec.depth} M={spec.channels} ({impl}), "
                  f"time cap {cap_s:.0f} s, eval every {eval_every} samples")
         seen, record, stop, chunks = 0, None, None, 0
+        self.emit("training_progress", "c", **base, samples_seen=0, test_metric=None, wall_time_s=0.0)
         per_sample = self.train_step_s(spec, impl) / spec.batch
         overhead = 2.0 if self.dev.type == "cuda" else 0.5
         try:
@@ -1393,13 +1424,18 @@ def print_plan(device: str, tiny: bool, budget_s: float, skip=(), extra_impls: t
         elif step == "d":
             rows.append(("d", "regress baseline (quick + full modes)", regress_estimate(cost, cfg.regress_settings)))
     rows.append(("end", "summary and figures (kept back from the budget)", cfg.summary_reserve_s))
+    # part d and the summary are kept back from the start: they run whatever else is cut
+    kept = sum(SAFETY * est if step == "d" else est for step, _, est in rows if step in ("d", "end"))
     total = 0.0
     print(f"plan for --device {device}{' --tiny' if tiny else ''} --budget-s {budget_s:.0f} (prior estimates; "
-          "the run corrects them with what it measures)\n")
-    print("| step | what | estimate s | cumulative s |\n|---|---|---|---|")
+          f"the run corrects them with what it measures; {kept:.0f} s kept back for part d and the summary)\n")
+    print("| step | what | estimate s | done by s |\n|---|---|---|---|")
     for step, what, est in rows:
+        if step in ("d", "end"):
+            print(f"| {step} | {what} | {est:.0f} | kept back |")
+            continue
         total += est
-        mark = "" if total <= budget_s else " (over the budget: cut)"
+        mark = "" if total + kept <= budget_s else " (cut: over the budget)"
         print(f"| {step} | {what} | {est:.0f} | {total:.0f}{mark} |")
 
 

@@ -283,6 +283,23 @@ def test_a_timing_is_valid_only_with_a_passed_check_of_its_configuration():
     assert st.correctness("partial", "3d")[0] == "unchecked"  # unsupported is not a pass
     assert st.correctness("eager", "3d")[0] == "oracle"
     assert (st.status("fast"), st.status("bad"), st.status("partial")) == ("passed", "failed", "passed")
+    assert st.excluded() == set()
+
+
+def test_an_implementation_a_unit_died_in_is_not_used_again():
+    ev = _module()
+    impl = {"kind": "implementation", "family": "tlstm", "available": True}
+    unit = {"kind": "unit", "part": "b"}
+    st = ev.State([{**impl, "impl": "fast"}, {**impl, "impl": "cuda-graph"}, {**impl, "impl": "triton"},
+                   _check("fast", "2d", True), _check("cuda-graph", "2d", True), _check("triton", "2d", True),
+                   {**unit, "unit": "b1:m100:2d:fast+cuda-graph", "status": "done"},
+                   {**unit, "unit": "b1x:m100:2d:triton", "status": "crashed"},  # a segfault: no record names it
+                   {**unit, "unit": "a:check:cuda-graph", "status": "failed"}])
+    assert st.excluded() == {"triton"}
+    assert st.status("cuda-graph") == "failed" and st.correctness("cuda-graph", "2d")[0] == "failed"
+    st.add({"kind": "timing_error", "unit": "b2:wiki:2d:fast+triton", "implementation": "fast"})
+    st.add({**unit, "unit": "b2:wiki:2d:fast+triton", "status": "failed"})  # a sticky error, named
+    assert st.excluded() == {"triton", "fast"}
 
 
 def test_budget_starts_only_what_fits():
