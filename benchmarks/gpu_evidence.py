@@ -624,7 +624,8 @@ class State:
         mine = [c for c in self.checks if c["impl"] == impl and c["check"] == "equivalence" and c["config"] == config
                 and c["passed"] is True]
         if not mine:
-            return "unchecked", "no equivalence check of this configuration passed on the device (not run or unsupported)"
+            return "unchecked", ("no equivalence check of this configuration passed on the device "
+                                 "(not run or unsupported)")
         return "passed", None
 
     def status(self, impl: str) -> str:
@@ -692,7 +693,8 @@ class Worker:
         from tlstm_bench.results import provenance
 
         prov = {**provenance(self.dev), **code_provenance(self.args.commit)}
-        prov.update(args=script_args(self.args), argv=supervisor_argv(sys.argv[1:]), cudnn_version=None, driver_version="unknown",
+        prov.update(args=script_args(self.args), argv=supervisor_argv(sys.argv[1:]), cudnn_version=None,
+                    driver_version="unknown",
                     gpu_name=None, gpu_capability=None, gpu_memory_gib=None, gpu_multiprocessors=None,
                     triton_version=None, allow_tf32_matmul=torch.backends.cuda.matmul.allow_tf32,
                     allow_tf32_cudnn=torch.backends.cudnn.allow_tf32,
@@ -841,7 +843,8 @@ class Worker:
                 available, reason = "broken", f"{type(exc).__name__}: {exc}"
             self.emit("implementation", "a", impl=name, family=family, available=available, reason=reason)
             self.log(f"implementation {name} ({family}): "
-                     + ("available" if available is True else f"{'BROKEN' if available else 'not available'}: {reason}"))
+                     + ("available" if available is True
+                        else f"{'BROKEN' if available else 'not available'}: {reason}"))
         return "; ".join(notes) or None
 
     def check_units(self):
@@ -1111,8 +1114,8 @@ class Worker:
                     raise
                 except Exception as exc:  # noqa: BLE001 - recorded, the group goes on without it
                     last.pop(case, None)
-                    self.emit("timing_error", "b", unit=uid, phase=phase.key, size=phase.size, config=config, depth=depth,
-                              implementation=impl, error=f"{type(exc).__name__}: {exc}")
+                    self.emit("timing_error", "b", unit=uid, phase=phase.key, size=phase.size, config=config,
+                              depth=depth, implementation=impl, error=f"{type(exc).__name__}: {exc}")
                     self.log(f"  timing {config} L={depth} {impl} failed: {type(exc).__name__}: {exc}")
                     if self.cuda_broken():
                         raise
@@ -1121,7 +1124,8 @@ class Worker:
                 setup[case] = max(0.0, time.perf_counter() - t0 - phase.warmup * last[case])
             samples = {c: [] for c in runs}
             for _ in range(phase.repeats):
-                need = 1.1 * sum(last.values()) + len(runs) * (Cost.PROFILE_S[dev.type] + 3 * max(last.values(), default=0))
+                slowest = max(last.values(), default=0.0)
+                need = 1.1 * sum(last.values()) + len(runs) * (Cost.PROFILE_S[dev.type] + 3 * slowest)
                 if not self.budget.fits(need, self.reserve_d(), safety=1.0):
                     note = f"stopped after {len(next(iter(samples.values()), []))} of {phase.repeats} rounds (budget)"
                     break
@@ -1217,11 +1221,19 @@ class Worker:
                 extra["profile_error"] = f"{type(exc).__name__}: {exc}"
         else:
             extra["profile_error"] = "not profiled: budget"
-        if loss is None:
-            loss = once()
-        grads = [p.grad for p in run.model.parameters() if p.grad is not None]
-        extra["fingerprint"] = {"loss": float(loss.detach()),
-                                "grad_norm": math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads))}
+        try:
+            if loss is None:
+                loss = once()
+            grads = [p.grad for p in run.model.parameters() if p.grad is not None]
+            extra["fingerprint"] = {"loss": float(loss.detach()),
+                                    "grad_norm": math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads))}
+        except Stop:
+            raise
+        except Exception as exc:  # noqa: BLE001 - no fingerprint: the agreement check says so
+            extra["fingerprint"] = None
+            extra["profile_error"] = f"fingerprint: {type(exc).__name__}: {exc}"
+            if self.cuda_broken():
+                raise
         return extra
 
     # -- part c --------------------------------------------------------------------------
@@ -1314,13 +1326,14 @@ class Worker:
                     break
                 self.emit("training_progress", "c", **base, samples_seen=seen, test_metric=record["test_metric"],
                           wall_time_s=record["wall_time_s"])
-        except Stop:
+        except BaseException as exc:  # Stop, or an error: keep what the last checkpoint holds
             saved = load_checkpoint(checkpoint_path(ckdir))
             if saved is not None:
                 c = saved["counters"]
-                self.emit("training", "c", **base, status="interrupted", final=False, samples_seen=c["samples"],
+                how = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"error: {type(exc).__name__}: {exc}"
+                self.emit("training", "c", **base, status=how.split(":")[0], final=False, samples_seen=c["samples"],
                           samples_to_solve=c["samples_to_solve"], solved=c["samples_to_solve"] is not None,
-                          history=c["history"], wall_time_s=c["wall_time"], stop="interrupted",
+                          history=c["history"], wall_time_s=c["wall_time"], stop=how,
                           note="from the last checkpoint")
             raise
         finally:
@@ -1474,7 +1487,8 @@ def profile_launches(torch, dev, fn, with_cpu: bool = False):
             torch.cuda.synchronize(dev)
     rows = _profiler_rows(prof)
     if not cuda:
-        return result, {"cpu_ops_total": sum(1 for name, device, _ in rows if device == "cpu" and name.startswith("aten::"))}
+        ops = sum(1 for name, device, _ in rows if device == "cpu" and name.startswith("aten::"))
+        return result, {"cpu_ops_total": ops}
     if not with_cpu and not any(device == "cuda" for _, device, _ in rows):
         return profile_launches(torch, dev, fn, with_cpu=True)  # a torch that needs CPU activity to see kernels
     return result, {**count_device_events(rows), "profiled_activities": "cpu+cuda" if with_cpu else "cuda"}
@@ -1669,7 +1683,8 @@ def summary_markdown(records: list[dict], status: str) -> str:
         if len(failed) > 12:
             out.append(f"- ... and {len(failed) - 12} more failed checks (records.jsonl, kind 'check')")
         for c in [c for c in checks if c["passed"] is None]:
-            out.append(f"- unsupported: `{c['impl']}` {c['config']} L={c['depth']} {c['dtype']}: {c.get('unsupported')}")
+            out.append(f"- unsupported: `{c['impl']}` {c['config']} L={c['depth']} {c['dtype']}: "
+                       f"{c.get('unsupported')}")
     audits = _latest(records, "audit")
     if audits:
         out += ["", "Separability audit on the device: " + "; ".join(
@@ -1862,8 +1877,10 @@ def draw_figures(out: Path, records: list[dict]) -> None:
         best_ax.set_title("fastest valid implementation")
         best_ax.set_yscale("log")
         best_ax.legend(fontsize=7)
+        depths = sorted({r["depth"] for r in rows})
         for ax in axes:
             ax.set_xlabel("depth L")
+            ax.set_xticks(depths)
         for ax in (axes[0], axes[4]):
             ax.set_ylabel("ms per timestep (fwd+bwd, batch 1)")
         for ax in axes[len(configs) + 1:]:
