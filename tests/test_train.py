@@ -206,6 +206,12 @@ def test_early_stopping_is_an_option(monkeypatch):
         train("2d", **common, early_stopping="no")
 
 
+def test_records_carry_the_window_in_the_config_string():
+    record = quick(config="3d:window=appendix", max_samples=30)
+    assert record["status"] == "ok" and record["config"] == "3d:window=appendix"
+    assert record["params"] == quick(config="3d", max_samples=30)["params"]
+
+
 def test_digits_preset_trains_mnist_offline_with_forget_bias_4():
     record = train("3d", task="pmnist", depth=1, preset="digits-small", channels=4, epochs=1, batch_size=50,
                    progress=False)
