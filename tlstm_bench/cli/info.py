@@ -24,7 +24,11 @@ def info(
     seq_len: Annotated[int, typer.Option(help="T, for the count of sequential steps.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Show D, K, P, L, M, the parameter count by component, and the sequential steps."""
+    """Show D, K, P, L, M, the parameter count by component, and the sequential steps.
+
+    With --channels M or --budget slstm:M, also both readings of the paper's "M is 400":
+    the count at that M, and the M matched to the count of an sLSTM with it.
+    """
     from ..models.card import model_card
 
     card = model_card(config, depth, vocab=vocab, input_size=input_size, output_size=output_size,
