@@ -69,12 +69,60 @@ def fake_env(tmp_path, monkeypatch):
 # ---- spec files ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["quick", "runtime", "wiki", "addition", "memorization", "mnist", "pmnist"])
+PAPER_SWEEPS = {"addition": 400, "memorization": 100, "mnist": 100, "pmnist": 100}
+
+
+@pytest.mark.parametrize("name", ["quick", "runtime", "wiki", *PAPER_SWEEPS, *(f"{n}-budget" for n in PAPER_SWEEPS)])
 def test_shipped_specs_load_and_expand(name):
     spec = load_spec(name)
     assert spec.name == name
     cells = expand(spec, code="v")
     assert cells and len({c.id for c in cells}) == len(cells)
+
+
+@pytest.mark.parametrize("name, channels", PAPER_SWEEPS.items())
+def test_paper_sweeps_are_literal_and_budget_variants_match(name, channels):
+    """SPEC section 7: the paper's M for every configuration; <name>-budget: the count of an sLSTM with it."""
+    literal = expand(load_spec(name), code="v")
+    assert {c.kind for c in literal} == {"runtime", "train"}
+    assert all(c.spec["channels"] == channels and c.spec["budget"] is None for c in literal)
+    matched = expand(load_spec(f"{name}-budget"), code="v")
+    assert all(c.spec["budget"] == f"slstm:{channels}" and c.spec["channels"] is None for c in matched)
+    strip = ("budget", "channels")
+    assert ([{k: v for k, v in c.spec.items() if k not in strip} for c in literal]
+            == [{k: v for k, v in c.spec.items() if k not in strip} for c in matched])  # only the size differs
+
+
+def _dry_run(tmp_path, name):
+    result = CliRunner().invoke(app, ["sweep", name, "--dry-run", "--results-dir", str(tmp_path)],
+                                env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    return [line for line in result.stdout.splitlines() if "│" in line]
+
+
+def test_dry_run_addition_is_m_400_and_addition_budget_the_matched_sizes(tmp_path):
+    rows = _dry_run(tmp_path, "addition")
+    assert len(rows) == 2 * 7 * 4 and all("M=400" in row and "slstm:" not in row for row in rows)
+    rows = _dry_run(tmp_path, "addition-budget")
+    assert len(rows) == 2 * 7 * 4
+    sizes = {(row.split("│")[4].strip(), row.split("│")[7].strip()) for row in rows}
+    assert ("slstm", "slstm:400 -> M=400") in sizes
+    assert ("3d", "slstm:400 -> M=187") in sizes and ("2d", "slstm:400 -> M=326") in sizes
+    assert not any(size.endswith("M=400") for config, size in sizes if config != "slstm")
+
+
+def test_wiki_trains_50_epochs_without_early_stopping():
+    train = [c for c in expand(load_spec("wiki"), code="v") if c.kind == "train"]
+    assert train and all(c.spec["early_stopping"] is False and c.spec["budget"] == "10M" for c in train)
+    from tlstm_bench.training import PRESETS
+
+    assert {PRESETS[c.spec["preset"]].epochs for c in train} == {50}
+
+
+def test_dry_run_wiki_shows_50_epochs_and_no_early_stopping(tmp_path):
+    rows = [row for row in _dry_run(tmp_path, "wiki") if "train" in row]
+    assert len(rows) == 7 * 4
+    assert all("epochs=50" in row and "early_stopping=False" in row and "10M -> M=" in row for row in rows)
 
 
 def test_quick_exercises_every_configuration_and_both_kinds():
@@ -139,6 +187,10 @@ def test_malformed_top_level_keys(tmp_path, change, message):
     ('task = "runtime"\nconfigs=["2d"]\ndepths=[1]\nchannels=8\n[runtime]\nimplementations=["warp"]\n',
      r"'warp' is not a sequence loop"),
     ('task = "runtime"\nconfigs = [\n', r"not valid TOML"),
+    ('task = "memorization"\nconfigs=["2d"]\ndepths=[1]\nchannels=8\n[train]\nearly_stopping="no"\n',
+     r"key 'train.early_stopping' must be true or false"),
+    ('task = "memorization"\nconfigs=["2d-m:window=appendix"]\ndepths=[1]\nchannels=8\n[runtime]\n',
+     r"not a configuration.*memory_conv=0"),
 ])
 def test_malformed_specs(tmp_path, text, message):
     path = write_spec(tmp_path, text)

@@ -49,6 +49,18 @@ def kernel_offsets(arch: ArchConfig) -> list[tuple[int, ...]]:
     return list(itertools.product(span, repeat=arch.dims - 1))
 
 
+def cell_window_shift(arch: ArchConfig) -> int:
+    """How far the memory-cell window sits from the hidden one, away from the input, per coordinate.
+
+    0 for ``window=aligned`` (SPEC section 3 step 5: offsets ``-a .. b``, centred on p for
+    odd K). 1 for ``window=appendix``: appendix A.2 writes the memory-cell convolution
+    with the hidden convolution's index expression (A.1), which indexes the concatenated
+    tensor where location 1 holds the input; applied to C, which has no input location,
+    the window is ``-a+1 .. b+1`` (p .. p+2 for K = 3).
+    """
+    return 1 if arch.window == "appendix" else 0
+
+
 def locations(tensor_size: int, dims: int) -> list[tuple[int, ...]]:
     """Hidden locations ``0..P-1`` per coordinate, in row-major (flat) order."""
     return list(itertools.product(range(tensor_size), repeat=dims - 1))
@@ -70,10 +82,13 @@ def build_index_maps(arch: ArchConfig, tensor_size: int) -> tuple[torch.Tensor, 
     otherwise (outside 0..P, or on the first row/column but not the corner).
 
     ``cell_index[n, k]`` is the memory-cell location read for kernel entry k, with the
-    coordinates clamped to 0..P-1 (replicate padding, SPEC section 3 step 5).
+    coordinates clamped to 0..P-1 (replicate padding, SPEC section 3 step 5). The window
+    is the hidden one shifted by :func:`cell_window_shift` (the ``window`` knob); every
+    implementation that gathers with ``cell_index`` gets the knob from here alone.
     """
     size = tensor_size
     offsets = kernel_offsets(arch)
+    shift = cell_window_shift(arch)
     hidden, cell = [], []
     for loc in locations(size, arch.dims):
         h_row, c_row = [], []
@@ -87,7 +102,7 @@ def build_index_maps(arch: ArchConfig, tensor_size: int) -> tuple[torch.Tensor, 
                 h_row.append(HIDDEN_OFFSET + _flat(tuple(x - 1 for x in s), size))
             else:
                 h_row.append(ZERO_SLOT)
-            clamped = tuple(min(max(p + o, 0), size - 1) for p, o in zip(loc, off))
+            clamped = tuple(min(max(p + o + shift, 0), size - 1) for p, o in zip(loc, off))
             c_row.append(_flat(clamped, size))
         hidden.append(h_row)
         cell.append(c_row)

@@ -47,7 +47,8 @@ def execute(spec: dict, *, checkpoint_dir: "Path | None" = None) -> dict:
                                dtype=spec["dtype"], seed=spec["seed"])
     from ..training import train
 
-    options = {k: spec[k] for k in ("preset", "max_samples", "epochs", "batch_size", "eval_every") if k in spec}
+    options = {k: spec[k] for k in ("preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping")
+               if k in spec}
     return train(spec["config"], task=spec["task"], depth=spec["depth"], **size, seed=spec["seed"],
                  device=spec["device"], checkpoint_dir=checkpoint_dir, progress=False, **options,
                  **spec.get("options", {}))

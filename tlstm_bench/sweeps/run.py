@@ -55,14 +55,17 @@ def plan_table(plan: Plan, *, retry_failed: bool = False) -> Table:
     table = Table(title=title, title_justify="left")
     for name in ("id", "kind", "task", "config", "L", "seed", "size", "settings", "state"):
         table.add_column(name, justify="right" if name in ("L", "seed") else "left")
+    sizes = cell_sizes(plan)
     for cell in plan.cells:
         s = cell.spec
-        size = f"M={s['channels']}" if s.get("channels") is not None else str(s["budget"] or "(preset)")
+        size = sizes[cell.id]
         if cell.kind == "runtime":
             settings = f"T={s['seq_len']} x{s['repeats']} {s['implementation']} {s['dtype']} {s['device']}"
         else:
-            settings = " ".join(f"{k}={s[k]}" for k in ("preset", "max_samples", "epochs", "batch_size")
-                                if s.get(k) is not None)
+            shown_settings = {**_preset_length(s), **s}  # how long it trains, from the preset if not given
+            settings = " ".join(f"{k}={shown_settings[k]}" for k in ("preset", "max_samples", "epochs", "batch_size",
+                                                                     "early_stopping")
+                                if shown_settings.get(k) is not None)
             settings += "".join(f" {k}={v}" for k, v in s.get("options", {}).items()) + f" {s['device']}"
         state = plan.states[cell.id]
         shown = "failed (rerun)" if state == "failed" and retry_failed else state
@@ -70,6 +73,49 @@ def plan_table(plan: Plan, *, retry_failed: bool = False) -> Table:
                       settings.strip(), f"[{_STATE_STYLE[state]}]{shown}[/]")
     table.caption = f"code version {plan.code_version}"
     return table
+
+
+def _preset_length(spec: dict) -> dict:
+    """``max_samples``/``epochs`` of a training cell's preset when the spec gives neither."""
+    from ..training import PRESETS
+
+    preset = PRESETS.get(spec.get("preset") or "")
+    if preset is None or spec.get("max_samples") is not None or spec.get("epochs") is not None:
+        return {}
+    return {"max_samples": preset.max_samples, "epochs": preset.epochs}
+
+
+def cell_sizes(plan: Plan) -> dict[str, str]:
+    """What ``--dry-run`` shows as each cell's model size: ``M=400``, or a budget with the M it
+    gives that configuration at that depth (``slstm:400 -> M=187``), so the literal and the
+    budget-matched readings of the paper (SPEC section 7) are told apart before anything runs."""
+    from ..models import parse_budget, solve_channels
+    from ..models.build import resolve_io
+    from ..training import PRESETS
+    from .grid import runtime_io
+
+    io_of = {section.kind: runtime_io(plan.spec, section) for section in plan.spec.sections}
+    sizes = {}
+    for cell in plan.cells:
+        s = cell.spec
+        channels, budget, note = s.get("channels"), s.get("budget"), ""
+        if channels is None and budget is None and s.get("preset") in PRESETS:
+            preset = PRESETS[s["preset"]]
+            channels, budget, note = preset.channels, preset.budget, " (preset)"
+        if channels is not None:
+            sizes[cell.id] = f"M={channels}{note}"
+            continue
+        if budget is None:
+            sizes[cell.id] = "(preset)"
+            continue
+        io = io_of[cell.kind]
+        try:
+            r, out, _ = resolve_io(io.get("vocab"), io.get("input_size"), io.get("output_size"))
+            m = solve_channels(s["config"], s["depth"], parse_budget(budget, input_size=r, output_size=out), r, out)
+            sizes[cell.id] = f"{budget} -> M={m}{note}"
+        except UserError:
+            sizes[cell.id] = f"{budget} (too small){note}"
+    return sizes
 
 
 def summary_table(summary: Summary) -> Table | None:
