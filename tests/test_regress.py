@@ -79,6 +79,10 @@ def test_missing_baseline_mode_or_old_format_exits_2(tmp_path, baseline):
         regress(quick=False, baseline=baseline)
     with pytest.raises(UserError, match="other settings"):
         regress(quick=True, baseline=baseline)  # the real --quick set is not SMALL
+    other_kind = tmp_path / "gpu.json"
+    other_kind.write_text(json.dumps({**json.loads(baseline.read_text()), "device_kind": "cuda-h100"}))
+    with pytest.raises(UserError, match="is for cuda-h100"):
+        regress(quick=True, baseline=other_kind, settings=SMALL)
     old = tmp_path / "v1.json"
     old.write_text(json.dumps({"version": 1, "modes": {"quick": {"quantities": {}}}}))
     with pytest.raises(UserError, match="format version 1"):

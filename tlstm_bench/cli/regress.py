@@ -25,6 +25,9 @@ def regress(
     baseline: Annotated[Optional[str], typer.Option(help="Baseline JSON (default: results/baselines/<device kind>.json).")] = None,
     device: Annotated[str, typer.Option(help="cpu or cuda (each device kind has its own baseline).")] = "cpu",
     format: Annotated[str, typer.Option("--format", help="table (terminal), markdown (a CI job summary) or json.")] = "table",
+    tolerance: Annotated[Optional[float], typer.Option(
+        help="Timing: a ratio regresses when the low end of its 95% interval is above this x its baseline "
+             "(default: the gate's, see docs/ci-gate.md; counters are always compared exactly).")] = None,
 ) -> None:
     """Compare counters and runtime-vs-depth ratios with the committed baseline.
 
@@ -36,11 +39,14 @@ def regress(
     """
     from ..errors import UserError
     from ..timing.inject import INJECT_ENV
-    from ..timing.regress import DELAY_ENV, parse_delay, regress as run_regress
+    from ..timing.regress import DELAY_ENV, TOLERANCE, parse_delay, regress as run_regress
 
     if format not in FORMATS:
         raise UserError(f"unknown --format {format!r}; use one of {', '.join(FORMATS)}")
+    if tolerance is not None and not tolerance > 1:
+        raise UserError(f"--tolerance must be above 1 (a factor over the baseline), got {tolerance}")
     result = run_regress(quick=quick, update=update, baseline=baseline, device=device,
+                         tolerance=TOLERANCE if tolerance is None else tolerance,
                          delay=parse_delay(os.environ.get(DELAY_ENV)), inject=os.environ.get(INJECT_ENV))
     if format == "json":
         typer.echo(json.dumps(result.to_json(), indent=1))

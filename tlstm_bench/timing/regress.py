@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -292,7 +293,7 @@ def _confirm(first: list[TimingRow], second: list[TimingRow]) -> list[TimingRow]
 
 # ---- the gate ---------------------------------------------------------------------------
 
-def _check_against(data: dict, path: Path, mode: str, settings: dict, quick: bool) -> dict:
+def _check_against(data: dict, path: Path, mode: str, settings: dict, quick: bool, device: str) -> dict:
     flag = " --quick" if quick else ""
     if not data:
         raise UserError(f"no baseline at {path}; measure one with `tlstm-bench regress --update{flag}`")
@@ -300,6 +301,9 @@ def _check_against(data: dict, path: Path, mode: str, settings: dict, quick: boo
         raise UserError(f"the baseline {path} has format version {data.get('version')}, this gate reads "
                         f"{FORMAT_VERSION} (counters + timing intervals); rewrite it with "
                         f"`tlstm-bench regress --update{flag}`")
+    if data.get("device_kind") != device_kind(device):
+        raise UserError(f"the baseline {path} is for {data.get('device_kind')}, this is {device_kind(device)}; "
+                        f"use that device's baseline or write one with `tlstm-bench regress --update{flag}`")
     if mode not in data.get("modes", {}):
         raise UserError(f"the baseline {path} has no {mode!r} entry; add it with `tlstm-bench regress --update{flag}`")
     entry = data["modes"][mode]
@@ -307,6 +311,35 @@ def _check_against(data: dict, path: Path, mode: str, settings: dict, quick: boo
         raise UserError(f"the baseline {path} was measured with other settings ({entry.get('settings')}); "
                         "rewrite it with --update")
     return entry
+
+
+def _update(result: RegressResult, data: dict, path: Path, settings: dict, device: str, cases: list[Case],
+            counters: dict, runs: int, start: float) -> RegressResult:
+    """Time ``runs`` times, write the baseline (counters + each ratio's median over the runs)."""
+    records = [_measure_timing(settings, device, cases, None) for _ in range(max(1, runs))]
+    summaries = [timing_summary(r) for r in records]
+    timing = {q: {"median": statistics.median(s[q][0] for s in summaries), "runs": [s[q][0] for s in summaries],
+                  "intervals": [list(s[q][1:]) for s in summaries]} for q in summaries[0]}
+    first = records[0][0]
+    # Keep the other mode's entry unless it is of the old format (unreadable now anyway).
+    modes = {k: v for k, v in data.get("modes", {}).items() if k != result.mode and "counters" in v}
+    data = {"version": FORMAT_VERSION, "device_kind": device_kind(device), "modes": modes}
+    data["modes"][result.mode] = {
+        "settings": settings, "level": LEVEL, "counters": counters, "timing": timing,
+        "device_name": first["device_name"], "cpu_model": first.get("cpu_model"),
+        "torch_version": first["torch_version"], "git_commit": first["git_commit"],
+        "git_dirty": first.get("git_dirty"), "date": first["date"],
+        "ms_per_step": {f"{r['config']} L={r['depth']}": r["ms_per_step"] for r in records[0]},
+    }
+    atomic_write(path, lambda fh: fh.write(json.dumps(data, indent=1, sort_keys=True) + "\n"))
+    result.updated = True
+    result.records = records[0]
+    result.counters = compare_counters({}, counters, settings["seq_len"])
+    # Shown for a new baseline: its median and the range of the runs' medians.
+    result.timing = [TimingRow(q, None, t["median"], min(t["runs"]), max(t["runs"]), "new")
+                     for q, t in timing.items()]
+    result.wall_s = time.perf_counter() - start
+    return result
 
 
 def regress(*, quick: bool = False, update: bool = False, baseline: "str | Path | None" = None,
@@ -329,40 +362,13 @@ def regress(*, quick: bool = False, update: bool = False, baseline: "str | Path 
     if update and (inject or delay):
         raise UserError("a baseline cannot be written with a test-only slowdown switched on")
     data = read_baseline(path)
-    entry = None if update else _check_against(data, path, mode, settings, quick)
+    entry = None if update else _check_against(data, path, mode, settings, quick, device)
     cases = _cases(settings, inject)
     counters = _measure_counters(settings, device, cases)
     result = RegressResult(0, mode, str(path), tolerance=tolerance, torch_version=torch.__version__)
 
     if update:
-        runs = [_measure_timing(settings, device, cases, None) for _ in range(max(1, update_runs))]
-        summaries = [timing_summary(r) for r in runs]
-        timing = {}
-        for q in summaries[0]:
-            medians = [s[q][0] for s in summaries]
-            timing[q] = {"median": sorted(medians)[len(medians) // 2], "runs": medians,
-                         "intervals": [list(s[q][1:]) for s in summaries]}
-        first = runs[0][0]
-        # Keep the other mode's entry unless it is of the old format (unreadable now anyway).
-        modes = {k: v for k, v in data.get("modes", {}).items() if k != mode and "counters" in v}
-        data = {"version": FORMAT_VERSION, "device_kind": device_kind(device), "modes": modes}
-        data["modes"][mode] = {
-            "settings": settings, "tolerance": tolerance, "level": LEVEL, "counters": counters, "timing": timing,
-            "device_name": first["device_name"], "cpu_model": first.get("cpu_model"),
-            "torch_version": first["torch_version"], "git_commit": first["git_commit"],
-            "git_dirty": first.get("git_dirty"), "date": first["date"],
-            "ms_per_step": {f"{r['config']} L={r['depth']}": r["ms_per_step"] for r in runs[0]},
-        }
-        atomic_write(path, lambda fh: fh.write(json.dumps(data, indent=1, sort_keys=True) + "\n"))
-        result.updated = True
-        result.records = runs[0]
-        result.counters = compare_counters({}, counters, settings["seq_len"])
-        # Shown for a new baseline: its median and the range of the runs' medians.
-        result.timing = [TimingRow(q, None, t["median"], min(t["runs"]), max(t["runs"]), "new")
-                         for q, t in timing.items()]
-        result.wall_s = time.perf_counter() - start
-        return result
-
+        return _update(result, data, path, settings, device, cases, counters, update_runs, start)
     result.baseline_torch_version = entry.get("torch_version")
     same_torch = result.baseline_torch_version == torch.__version__
     if not same_torch:
