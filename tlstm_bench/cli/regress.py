@@ -24,7 +24,8 @@ def regress(
                                                           "(say why in the commit message).")] = False,
     baseline: Annotated[Optional[str], typer.Option(help="Baseline JSON (default: results/baselines/<device kind>.json).")] = None,
     device: Annotated[str, typer.Option(help="cpu or cuda (each device kind has its own baseline).")] = "cpu",
-    format: Annotated[str, typer.Option("--format", help="table (terminal), markdown (a CI job summary) or json.")] = "table",
+    format: Annotated[str, typer.Option(
+        "--format", help="table (terminal), markdown (a CI job summary) or json.")] = "table",
     tolerance: Annotated[Optional[float], typer.Option(
         help="Timing: a ratio regresses when the low end of its 95% interval is above this x its baseline "
              "(default: the gate's, see docs/ci-gate.md; counters are always compared exactly).")] = None,
