@@ -1,3 +1,13 @@
+import os
+
+# Triton kernels are defined (interpreted or compiled) when their module is first imported,
+# by whichever test gets there first (tests/test_gpu_evidence.py imports it too). On a
+# machine without a GPU they can only run under Triton's CPU interpreter, so switch it on
+# for the whole session, before anything imports triton; TLSTM_TRITON_TEST_DEVICE=cuda runs
+# them compiled on a GPU instead (tests/test_triton.py).
+if os.environ.get("TLSTM_TRITON_TEST_DEVICE", "cpu") == "cpu":
+    os.environ["TRITON_INTERPRET"] = "1"
+
 import pytest
 import torch
 

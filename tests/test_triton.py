@@ -1,7 +1,7 @@
 """The ``triton`` implementation equals ``eager``: outputs, final state and every gradient.
 
-On a CPU the kernels run under Triton's interpreter (``TRITON_INTERPRET=1``, set here
-before the kernel module is imported). On a GPU machine, run the same checks compiled:
+On a CPU the kernels run under Triton's interpreter (``TRITON_INTERPRET=1``, set by
+``conftest.py`` before anything imports the kernel module). On a GPU machine, run the same checks compiled:
 ``TLSTM_TRITON_TEST_DEVICE=cuda python -m pytest tests/test_triton.py``. Sizes are tiny
 (M 4-6, T 3, batch 2): the interpreter runs each kernel op in numpy.
 """
@@ -14,17 +14,15 @@ import sys
 
 import pytest
 
-DEVICE = os.environ.get("TLSTM_TRITON_TEST_DEVICE", "cpu")
-if DEVICE == "cpu":
-    os.environ["TRITON_INTERPRET"] = "1"  # before triton.jit defines the kernels
+import torch
+from typer.testing import CliRunner
 
-import torch  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
+from tlstm_bench.cli import app
+from tlstm_bench.errors import UserError
+from tlstm_bench.models import build_model
+from tlstm_bench.models.tlstm import TLSTMState, kernel_offsets, locations
 
-from tlstm_bench.cli import app  # noqa: E402
-from tlstm_bench.errors import UserError  # noqa: E402
-from tlstm_bench.models import build_model  # noqa: E402
-from tlstm_bench.models.tlstm import TLSTMState, kernel_offsets, locations  # noqa: E402
+DEVICE = os.environ.get("TLSTM_TRITON_TEST_DEVICE", "cpu")  # conftest.py set TRITON_INTERPRET=1 for "cpu"
 
 PRESETS = ["2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn"]
 # Beyond the presets (SPEC section 6): 4D, K = 5 with CN, even K without memory conv with LN.
@@ -38,7 +36,7 @@ def tt():
     from tlstm_bench.models import triton_tlstm
 
     if DEVICE == "cpu" and not triton_tlstm.INTERPRETED:
-        pytest.fail("triton_tlstm was imported before TRITON_INTERPRET=1 was set; run tests/test_triton.py alone")
+        pytest.fail("triton_tlstm was imported before TRITON_INTERPRET=1 was set (tests/conftest.py sets it)")
     if DEVICE == "cuda" and not torch.cuda.is_available():
         pytest.skip("TLSTM_TRITON_TEST_DEVICE=cuda but CUDA is not available")
     return triton_tlstm
