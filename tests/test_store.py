@@ -6,7 +6,8 @@ import math
 import pytest
 
 from tlstm_bench import UserError
-from tlstm_bench.results import load_records, provenance, records_frame, write_record
+from tlstm_bench.results import load_records, provenance, write_record
+from tlstm_bench.results.frame import read_frame
 
 
 def test_round_trip_to_dataframe(tmp_path):
@@ -14,7 +15,7 @@ def test_round_trip_to_dataframe(tmp_path):
                  root=tmp_path, record_id="a")
     write_record({"config": "3d", "depth": 4, "ms_per_step": 2.0, "samples": [2.0]}, "timing",
                  root=tmp_path, record_id="b")
-    frame = records_frame("timing", root=tmp_path)
+    frame = read_frame("timing", root=tmp_path)
     assert sorted(frame["config"]) == ["2d", "3d"]
     assert frame.set_index("id").loc["a", "samples"] == [0.4, 0.5, 0.6]
 

@@ -22,7 +22,7 @@ from tlstm_bench.sweeps.cell import make_record
 from tlstm_bench.sweeps.grid import expand, parse_filters, select
 from tlstm_bench.sweeps.run import make_plan, run_sweep
 from tlstm_bench.sweeps.runner import SlurmOptions, run_cells
-from tlstm_bench.sweeps.spec import available_specs, find_spec, load_spec
+from tlstm_bench.sweeps.spec import available_specs, find_spec, load_spec, shipped_dir
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -89,7 +89,10 @@ def test_quick_exercises_every_configuration_and_both_kinds():
 
 
 def test_find_spec_by_name_and_path(tmp_path):
-    assert find_spec("quick").resolve() == (REPO / "sweeps" / "quick.toml").resolve()
+    import tlstm_bench
+
+    assert find_spec("quick") == shipped_dir() / "quick.toml"
+    assert shipped_dir().is_relative_to(Path(tlstm_bench.__file__).parent)   # package data, not the checkout
     path = write_spec(tmp_path, RUNTIME_SPEC)
     assert find_spec(str(path)) == path
     with pytest.raises(UserError, match="unknown sweep 'nope'.*quick"):
@@ -202,14 +205,17 @@ def test_only_filters(tmp_path):
         parse_filters(["depth"])
 
 
-def test_code_version_marks_a_dirty_tree(monkeypatch):
-    from tlstm_bench.sweeps import grid
-
-    monkeypatch.delenv("TLSTM_BENCH_CODE_VERSION", raising=False)
-    version = grid.code_version()
-    assert version.startswith("pkg-") or len(version.split("+")[0]) == 40
-    monkeypatch.setenv("TLSTM_BENCH_CODE_VERSION", "pinned")
-    assert grid.code_version() == "pinned"
+def test_runtime_cells_key_on_the_machine_and_training_cells_do_not(tmp_path):
+    text = RUNTIME_SPEC.replace('task = "runtime"', 'task = "memorization"') + \
+        '[train]\npreset = "memorization-small"\nmax_samples = 30\n'
+    spec = load_spec(write_spec(tmp_path, text))
+    here = expand(spec, code="v")
+    other = expand(spec, code="v", machine={"gpu": None, "cpu_model": "another CPU", "cpus": 64})
+    kinds = {c.key: c.kind for c in here}
+    assert here[0].spec["machine"]["cpus"] >= 1 and "cpu_model" in here[0].spec["machine"]
+    shared = {c.key for c in here} & {c.key for c in other}
+    assert shared and all(kinds[k] == "train" for k in shared)             # training: the same cells
+    assert len(shared) == sum(c.kind == "train" for c in here)             # runtime: all different
 
 
 # ---- locks and records -------------------------------------------------------------------------
@@ -292,7 +298,7 @@ def test_dry_run_shows_plan_and_done_cells(tmp_path, fake_env):
     spec = write_spec(tmp_path, RUNTIME_SPEC)
     root = tmp_path / "store"
     run_sweep(spec, root=root, cell_fn=FAKE, only=["config=2d", "depth=1"])
-    result = CliRunner().invoke(app, ["sweep", str(spec), "--dry-run", "--results-dir", str(root)])
+    result = CliRunner().invoke(app, ["sweep", str(spec), "--dry-run", "--results-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "8 cells, 1 done, 0 failed, 0 running elsewhere, 7 to run" in text
@@ -318,7 +324,9 @@ def test_cli_sweep_exit_codes(tmp_path, fake_env, monkeypatch):
 
 
 def _sweep_process(spec: Path, root: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "from tlstm_bench.cli import main; main()", "sweep", str(spec), "--results-dir", str(root),
+    """``tlstm-bench sweep`` in its own process, writing into the store ``root`` (``<folder>/store``)."""
+    assert root.name == "store"
+    return subprocess.Popen([sys.executable, "-m", "tlstm_bench", "sweep", str(spec), "--results-dir", str(root.parent),
                              "--cell-fn", FAKE, *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, env=os.environ.copy())
 

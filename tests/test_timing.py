@@ -89,7 +89,7 @@ def test_time_command_json_and_store(tmp_path, monkeypatch):
     for r in records:
         assert {"config", "implementation", "depth", "channels", "seq_len", "device", "threads", "ms_per_step",
                 "samples"} <= r.keys()
-    assert len(list((tmp_path / "timing").glob("*.json"))) == 8
+    assert len(list((tmp_path / "store" / "timing").glob("*.json"))) == 8
 
 
 def test_time_command_table_and_csv(tmp_path, monkeypatch):

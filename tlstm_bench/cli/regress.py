@@ -16,7 +16,8 @@ from .app import app, console, handles_user_errors
 def regress(
     quick: Annotated[bool, typer.Option("--quick", help="The small fixed set CI runs (seconds, not minutes).")] = False,
     update: Annotated[bool, typer.Option("--update", help="Measure and rewrite the baseline instead of checking.")] = False,
-    baseline: Annotated[Optional[str], typer.Option(help="Baseline JSON (default: results/baselines/<device kind>.json).")] = None,
+    baseline: Annotated[Optional[str], typer.Option(help="Baseline JSON (default: the shipped <device kind>.json; "
+                                                          "--update writes <results dir>/baselines/).")] = None,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
 ) -> None:
     """Compare runtime-vs-depth ratios with the committed baseline.

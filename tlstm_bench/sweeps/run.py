@@ -9,7 +9,8 @@ from rich.table import Table
 
 from ..errors import UserError
 from .cell import DEFAULT_CELL_FN
-from .grid import Cell, code_version, expand, parse_filters, select
+from ..results.provenance import code_version
+from .grid import Cell, expand, parse_filters, select
 from .runner import SlurmOptions, Summary, cell_state, run_cells
 from .spec import SweepSpec, load_spec
 
@@ -29,14 +30,28 @@ class Plan:
         return [c for c in self.cells if self.states[c.id] in wanted]
 
 
+def cluster_machine(executor: str, slurm: "SlurmOptions | None") -> dict | None:
+    """The machine key of runtime cells run as SLURM jobs: the nodes are not known when the
+    sweep is planned, so the partition stands for them (each record names the node's
+    device). None (this machine) for the local executor."""
+    if executor == "slurm" and (slurm is None or slurm.cluster == "slurm"):
+        return {"slurm_partition": slurm.partition if slurm else None}
+    return None
+
+
 def make_plan(spec: "str | Path | SweepSpec", *, root: "str | Path", only=(), device: str | None = None,
-              code: str | None = None) -> Plan:
+              code: str | None = None, machine: dict | None = None) -> Plan:
+    """The cells of a spec (selected by ``only``) and the state of each in the store ``root``.
+
+    ``machine``: the machine key of runtime cells (default: this machine; see
+    :func:`cluster_machine`).
+    """
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
     if device is not None and not (device in ("cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit())):
         raise UserError(f"--device must be cpu, cuda or cuda:N, got {device!r}")
     code = code if code is not None else code_version()
-    cells = select(expand(spec, code=code, device=device), parse_filters(only))
+    cells = select(expand(spec, code=code, device=device, machine=machine), parse_filters(only))
     if not cells:
         raise UserError(f"--only matches no cell of sweep {spec.name!r}; run with --dry-run and no --only "
                         f"to see the cells")
@@ -102,6 +117,6 @@ def run_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", jobs: int =
     """Plan and run a sweep; returns the summary (``summary.exit_code`` is what the CLI exits with)."""
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")
-    plan = make_plan(spec, root=root, only=only, device=device, code=code)
+    plan = make_plan(spec, root=root, only=only, device=device, code=code, machine=cluster_machine(executor, slurm))
     return run_cells(plan.cells, root, jobs=jobs, executor=executor, cell_fn=cell_fn, retry_failed=retry_failed,
                      slurm=slurm, console=console)

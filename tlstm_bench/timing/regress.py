@@ -2,7 +2,8 @@
 
 It times a small fixed set of configurations at a few depths on this machine, all in
 one run with the repeats interleaved, and compares dimensionless quantities with a
-baseline committed under ``results/baselines/<device kind>.json``:
+baseline shipped with the package (``tlstm_bench/timing/baselines/<device kind>.json``,
+read with importlib.resources):
 
 * ``CONFIG t(L)/t(1)``: each curve's runtime at depth L over its runtime at L=1 (the
   shape of the runtime-vs-depth curve, which is what the paper claims about);
@@ -36,6 +37,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Callable
 
@@ -44,7 +46,6 @@ from .protocol import Case, measure_cases
 from ..atomic import atomic_write
 
 THRESHOLD = 2.0
-BASELINE_DIR = Path(__file__).resolve().parents[2] / "results" / "baselines"
 DELAY_ENV = "TLSTM_BENCH_REGRESS_DELAY"  # test-only: "CONFIG@L=SECONDS[,...]" slows that case
 
 # Fixed sets: what is measured must not change between the baseline and the check.
@@ -92,7 +93,19 @@ def device_kind(device: str = "cpu") -> str:
 
 
 def default_baseline(device: str = "cpu") -> Path:
-    return BASELINE_DIR / f"{device_kind(device)}.json"
+    """The shipped baseline for this kind of device (package data)."""
+    return Path(str(resources.files("tlstm_bench.timing").joinpath("baselines", f"{device_kind(device)}.json")))
+
+
+def update_target(device: str = "cpu") -> Path:
+    """Where ``--update`` writes without ``--baseline``: the workspace, never the installed package.
+
+    To ship it, copy it to ``tlstm_bench/timing/baselines/`` in a checkout (or pass that path
+    as ``--baseline``).
+    """
+    from ..results.store import workspace
+
+    return workspace().baselines / f"{device_kind(device)}.json"
 
 
 def quantities(records: list[dict]) -> dict[str, float]:
@@ -158,7 +171,10 @@ def regress(*, quick: bool = False, update: bool = False, baseline: "str | Path 
     """
     mode = "quick" if quick else "full"
     settings = {**MODES[mode], **(settings or {})}
-    path = Path(baseline) if baseline is not None else default_baseline(device)
+    if baseline is not None:
+        path = Path(baseline)
+    else:
+        path = update_target(device) if update else default_baseline(device)
     data = read_baseline(path)
     if not update:
         if not data:
