@@ -158,7 +158,7 @@ def count_text(n: float) -> str:
 def _section(spec: dict, header: list[str], rows: list[list[str]], train: pd.DataFrame,
              task_groups: list[tuple[str, ...]], marks: set[str]) -> str:
     lines = [f"## {spec['title']}", "", markdown_table(header, rows), ""]
-    lines += [note for mark, note in ((NOT_CAUSAL, NOT_CAUSAL_NOTE), (UNKNOWN_CAUSAL, UNKNOWN_CAUSAL_NOTE))
+    lines += [note + "\n" for mark, note in ((NOT_CAUSAL, NOT_CAUSAL_NOTE), (UNKNOWN_CAUSAL, UNKNOWN_CAUSAL_NOTE))
               if mark in marks]
     tasks = [t for group in task_groups for t in group]
     mine = train[train["task"].isin(tasks)]

@@ -29,9 +29,9 @@ NESTED = ("spec", "history", "samples", "task_info", "task_options")
 
 NOT_CAUSAL = "†"
 UNKNOWN_CAUSAL = "?"
-NOT_CAUSAL_NOTE = (f"{NOT_CAUSAL} not causal: measured by the separability audit of this model at this depth, "
-                   "y_t depends on later inputs (3D LN normalises over locations the newest inputs have reached), "
-                   "so its metric and runtime are not comparable with a causal model's (docs/results.md#causality).")
+NOT_CAUSAL_NOTE = (f"{NOT_CAUSAL} not causal: the separability audit of this model at this depth measures that "
+                   "y_t depends on later inputs, so its numbers are not comparable with a causal model's "
+                   "(docs/results.md#causality).")
 UNKNOWN_CAUSAL_NOTE = (f"{UNKNOWN_CAUSAL} causality not recorded (the record predates it): "
                        "`tlstm-bench info CONFIG --depth L --json` measures it.")
 
