@@ -1,6 +1,6 @@
 """Issue 3's runtime table and targets, measured in one run and printed.
 
-    python benchmarks/runtime.py                # the README table + every target (~10-15 min here)
+    python benchmarks/runtime.py                # the report's table + every target (~10-15 min here)
     python benchmarks/runtime.py --part table   # only the table (L = 1, 4, 7, 10)
     python benchmarks/runtime.py --part oracle  # only fast vs the slow oracle at L=10
 

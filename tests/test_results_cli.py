@@ -4,6 +4,8 @@ causality marked, and exports (csv, json, markdown, parquet) that read back."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -144,3 +146,14 @@ def test_errors_are_one_line_exit_2(folder):
 def test_a_store_given_as_the_results_folder_says_what_to_give(folder):
     bad = invoke("s", "--results-dir", folder / "store")
     assert bad.exit_code == 2 and "holds records directly" in bad.output and str(folder) in bad.output
+
+
+def test_the_docs_table_lists_exactly_the_schema_fields():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text()
+    rows = text[text.index("| field | kind | meaning |"):].splitlines()[2:]
+    names = set()
+    for line in rows:
+        if not line.startswith("|"):
+            break
+        names.update(re.findall(r"`([a-z0-9_]+)`", line.split("|")[1]))
+    assert names == set(FIELDS)

@@ -109,6 +109,7 @@ class Provenance(TypedDict, total=False):
     host: str
     platform: str
     date: str                    # UTC, ISO 8601
+    migrated: dict               # fields added after the record was made, and how (results.migrate)
 
 
 class Record(Identity, Size, Runtime, Train, Provenance, total=False):

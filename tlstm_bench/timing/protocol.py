@@ -36,7 +36,7 @@ from ..results import provenance
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 # What is timed when no implementation is named: the fastest correct path on a CPU
-# (README, runtime). For the tLSTM that is "fast", not build_model's default "eager".
+# (results/evidence/REPORT.md). For the tLSTM that is "fast", not build_model's default "eager".
 TIMING_DEFAULTS = {"tlstm": "fast", "slstm": "fused"}
 
 
