@@ -63,25 +63,32 @@ _STATE_STYLE = {"done": "green", "failed": "red", "running": "yellow", "todo": "
 
 
 def plan_table(plan: Plan, *, retry_failed: bool = False) -> Table:
-    """One row per cell: id, kind, config, depth, seed, size, settings, state."""
-    title = (f"sweep {plan.spec.name} ({plan.spec.path}): {len(plan.cells)} cells, {plan.count('done')} done, "
-             f"{plan.count('failed')} failed, {plan.count('running')} running elsewhere, "
-             f"{len(plan.to_run(retry_failed))} to run")
+    """One row per cell: id, kind, config, depth, seed, size, settings, state (80 columns wide).
+
+    What every cell shares (the task, the device) is in the title, not in each row.
+    """
+    devices = sorted({c.spec["device"] for c in plan.cells})
+    title = (f"sweep {plan.spec.name} ({plan.spec.path}), task {plan.spec.task} on {', '.join(devices)}: "
+             f"{len(plan.cells)} cells, {plan.count('done')} done, {plan.count('failed')} failed, "
+             f"{plan.count('running')} running elsewhere, {len(plan.to_run(retry_failed))} to run")
     table = Table(title=title, title_justify="left")
-    for name in ("id", "kind", "task", "config", "L", "seed", "size", "settings", "state"):
-        table.add_column(name, justify="right" if name in ("L", "seed") else "left")
+    for name in ("id", "kind", "config", "L", "seed", "size", "settings", "state"):
+        table.add_column(name, justify="right" if name in ("L", "seed") else "left",
+                         overflow="fold" if name in ("config", "settings") else "ellipsis")
     for cell in plan.cells:
         s = cell.spec
         size = f"M={s['channels']}" if s.get("channels") is not None else str(s["budget"] or "(preset)")
         if cell.kind == "runtime":
-            settings = f"T={s['seq_len']} x{s['repeats']} {s['implementation']} {s['dtype']} {s['device']}"
+            settings = f"T={s['seq_len']} x{s['repeats']}"
+            settings += "".join(f" {v}" for v, usual in ((s["implementation"], "default"), (s["dtype"], "float32"))
+                                if v != usual)
         else:
-            settings = " ".join(f"{k}={s[k]}" for k in ("preset", "max_samples", "epochs", "batch_size")
-                                if s.get(k) is not None)
-            settings += "".join(f" {k}={v}" for k, v in s.get("options", {}).items()) + f" {s['device']}"
+            parts = [s.get("preset"), s.get("max_samples") and f"{s['max_samples']:,} samples",
+                     s.get("epochs") and f"{s['epochs']} epochs", s.get("batch_size") and f"batch {s['batch_size']}"]
+            settings = ", ".join([p for p in parts if p] + [f"{k}={v}" for k, v in s.get("options", {}).items()])
         state = plan.states[cell.id]
         shown = "failed (rerun)" if state == "failed" and retry_failed else state
-        table.add_row(cell.id[:10], cell.kind, s["task"], s["config"], str(s["depth"]), str(s["seed"]), size,
+        table.add_row(cell.id[:8], cell.kind, s["config"], str(s["depth"]), str(s["seed"]), size,
                       settings.strip(), f"[{_STATE_STYLE[state]}]{shown}[/]")
     table.caption = f"code version {plan.code_version}"
     return table
