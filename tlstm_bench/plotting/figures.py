@@ -127,11 +127,7 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
     if len(train) and _is_accuracy(train):
         result.unsolved = unsolved_cells(train)
     lines = _Lines(causal_cells(rows[rows["status"] == "ok"]))
-    for kind, part in (("train", train), ("runtime", runtime)):
-        for (config, depth), value in sorted(causal_cells(part[part["status"] == "ok"]).items(),
-                                             key=lambda item: (config_order(item[0][0]), item[0][1])):
-            if value is not True:
-                (result.noncausal if value is False else result.causal_unknown).append(f"{kind} {config} L={depth}")
+    _list_causality(result, train, runtime)
 
     width = 4.6 * len(panels) + 1.6  # inches: the panels and the legend
     note = _note(result, int(width * NOTE_CHARS_PER_INCH))
@@ -180,6 +176,15 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
     fig.savefig(pdf, metadata={"CreationDate": None, "Producer": None})
     result.paths = [png, pdf]
     return result
+
+
+def _list_causality(result: TaskFigure, train: pd.DataFrame, runtime: pd.DataFrame) -> None:
+    """Name the cells measured not causal, and those whose records predate the measurement."""
+    for kind, part in (("train", train), ("runtime", runtime)):
+        cells = causal_cells(part[part["status"] == "ok"])
+        for (config, depth), value in sorted(cells.items(), key=lambda item: (config_order(item[0][0]), item[0][1])):
+            if value is not True:
+                (result.noncausal if value is False else result.causal_unknown).append(f"{kind} {config} L={depth}")
 
 
 # ---- panels --------------------------------------------------------------------------
