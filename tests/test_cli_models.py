@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tlstm_bench.cli import app
+from tlstm_bench.models import count_params
 
 runner = CliRunner()
 
@@ -78,6 +79,8 @@ BAD = [
     (["info", "2d", "--depth", "2", "--channels", "8"], "--vocab"),
     (["info", "2d", "--depth", "2", "--channels", "8", "--vocab", "5", "--input-size", "3"], "not both"),
     (["info", "2d:colour=red", "--depth", "2", "--channels", "8", "--vocab", "5"], "knob"),
+    (["info", "2d-m:window=appendix", "--depth", "2", "--channels", "8", "--vocab", "5"], "memory_conv=0"),
+    (["info", "2d:window=centre", "--depth", "2", "--channels", "8", "--vocab", "5"], "aligned, appendix"),
     (["audit", "nope"], "unknown config"),
     (["audit", "2d", "--depths", "1,x"], "--depths"),
     (["audit", "2d", "--depths", "0"], "depth"),
@@ -106,3 +109,59 @@ def test_budget_table_json():
 def test_budget_bad_budget():
     result = run("budget", "2d", "--budget", "lots")
     assert result.exit_code == 2 and "malformed budget" in result.stderr
+
+
+def info_json(*args):
+    result = run("info", *args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_info_shows_the_window_and_it_costs_no_parameter():
+    appendix = info_json("3d:window=appendix", "--depth", "3", "--channels", "20", "--vocab", "11")
+    aligned = info_json("3d", "--depth", "3", "--channels", "20", "--vocab", "11")
+    assert appendix["config"] == "3d:window=appendix" and appendix["paper_name"] is None
+    assert appendix["window"] == "appendix" and aligned["window"] == "aligned"
+    assert appendix["params"] == aligned["params"]
+    assert appendix["params_by_component"] == aligned["params_by_component"]
+    assert info_json("2d-m", "--depth", "2", "--channels", "4", "--vocab", "5")["window"] is None
+
+
+def test_info_counts_in_units_of_2_20_as_table_1():
+    """Table 1's 50.1M for 3D tLSTM+CN (L=6, M=1200) is its full count divided by 2^20."""
+    card = info_json("3d-cn", "--depth", "6", "--channels", "1200", "--vocab", "205")
+    assert card["params"] == 52_521_814
+    assert card["params_mebi"] == card["params"] / 2**20 and round(card["params_mebi"], 1) == 50.1
+
+
+@pytest.mark.parametrize("size", [["--budget", "slstm:400"], ["--channels", "400"]])
+def test_info_literal_and_matched_m(size):
+    """Both readings of "M is 400" in one card: the count at M=400 and the M matched to slstm:400."""
+    card = info_json("3d", "--depth", "7", *size, "--vocab", "11")
+    assert card["literal_channels"] == 400
+    assert card["literal_params"] == count_params("3d", 7, 400, 11, 11).total
+    assert card["matched_budget"] == "slstm:400" and card["matched_channels"] == 187
+    assert card["matched_params"] == count_params("3d", 7, 187, 11, 11).total
+    assert card["channels"] == (187 if size[0] == "--budget" else 400)
+    table = run("info", "3d", "--depth", "7", *size, "--vocab", "11").stdout
+    table = " ".join(table.split())
+    assert "literal M=400" in table and "matched to slstm:400" in table and "2^20" in table
+
+
+def test_info_plain_budget_has_no_literal_m():
+    card = info_json("3d-cn", "--depth", "4", "--budget", "10M", "--vocab", "205")
+    assert card["literal_channels"] is None and card["literal_params"] is None
+    assert card["matched_channels"] == card["channels"] and card["matched_params"] == card["params"]
+
+
+def test_budget_shows_the_literal_counts():
+    result = run("budget", "slstm", "3d", "--budget", "slstm:400", "--vocab", "11", "--depths", "1,7")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())  # rich wraps titles to the table's width
+    assert "literal M=400" in text and "5.803M" in text  # 3D tLSTM at M=400
+    cards = json.loads(run("budget", "slstm", "3d", "--budget", "slstm:400", "--vocab", "11", "--depths", "7",
+                           "--json").stdout)
+    by_config = {c["config"]: c for c in cards}
+    assert by_config["3d"]["channels"] == 187 and by_config["3d"]["literal_params"] == 5_803_220
+    assert by_config["slstm"]["literal_params"] == by_config["slstm"]["params"]
+    assert "literal" not in run("budget", "3d", "--depths", "1").stdout  # 10M: no literal M

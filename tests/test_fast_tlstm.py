@@ -20,6 +20,13 @@ KNOBS = [
     "tlstm:dims=2,kernel=5,norm=cn",
     "tlstm:dims=3,kernel=5,memory_conv=0,norm=cn",
     "tlstm:dims=2,kernel=5,memory_conv=0,norm=ln",
+    # the memory-cell window as appendix A.2 writes it (window=appendix), which fast gets
+    # from the model's cell_index alone
+    "tlstm:dims=2,window=appendix",
+    "3d:window=appendix",
+    "3d-cn:window=appendix",
+    "3d-ln:window=appendix",
+    "tlstm:dims=2,kernel=4,window=appendix",
 ]
 
 

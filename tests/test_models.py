@@ -4,8 +4,9 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from tlstm_bench import build_model
+from tlstm_bench import UserError, build_model
 from tlstm_bench.models import CONFIG_NAMES, SLSTM, TLSTM, parse_config
+from tlstm_bench.models.tlstm import build_index_maps
 
 from model_helpers import KNOB_CONFIGS, TLSTM_CONFIGS, perturb
 
@@ -152,9 +153,69 @@ def test_model_classes():
     ("tlstm:dims=3,norm=cn", "3d-cn"),
     ("tlstm:dims=2,kernel=3,memory_conv=0", "2d-m"),
     ("2d:norm=cn", "tlstm:dims=2,kernel=3,memory_conv=1,norm=cn"),
+    ("2d:window=aligned", "2d"),
+    ("tlstm:dims=2,window=appendix", "2d:window=appendix"),
+    ("3D:Window=Appendix", "3d:window=appendix"),
+    ("tlstm:dims=3,norm=cn,window=appendix", "3d-cn:window=appendix"),
+    ("2d:norm=cn,window=appendix", "tlstm:dims=2,kernel=3,memory_conv=1,norm=cn,window=appendix"),
 ])
 def test_config_strings_are_canonical(text, label):
     """Knob strings that describe a preset get its name; others round-trip through their label."""
     arch = parse_config(text)
     assert arch.label == label
     assert parse_config(arch.label) == arch
+
+
+# ---- the memory-cell window knob (SPEC section 3 step 5; docs/fidelity.md) -----------------
+def test_a_preset_with_the_appendix_window_is_not_the_preset():
+    arch = parse_config("3d:window=appendix")
+    assert arch.name is None and arch.label != "3d" and arch.window == "appendix"
+    assert parse_config("3d").window == "aligned"
+
+
+@pytest.mark.parametrize("text, needle", [("2d-m:window=appendix", "memory_conv=0"),
+                                          ("tlstm:dims=3,memory_conv=0,window=appendix", "memory_conv=0"),
+                                          ("2d:window=centred", "aligned, appendix"),
+                                          ("slstm:window=appendix", "no knobs")])
+def test_bad_window(text, needle):
+    with pytest.raises(UserError, match=needle):
+        parse_config(text)
+
+
+def test_appendix_window_reads_p_to_p_plus_2():
+    """A.2 as written, K = 3: location p reads C_p, C_{p+1}, C_{p+2}, clamped to the border."""
+    _, aligned = build_index_maps(parse_config("2d"), 4)
+    _, appendix = build_index_maps(parse_config("2d:window=appendix"), 4)
+    assert aligned.tolist() == [[0, 0, 1], [0, 1, 2], [1, 2, 3], [2, 3, 3]]
+    assert appendix.tolist() == [[0, 1, 2], [1, 2, 3], [2, 3, 3], [3, 3, 3]]
+    hidden_aligned, _ = build_index_maps(parse_config("2d"), 4)
+    hidden_appendix, _ = build_index_maps(parse_config("2d:window=appendix"), 4)
+    assert torch.equal(hidden_aligned, hidden_appendix)  # the hidden window does not move
+
+
+@pytest.mark.parametrize("config", ["2d", "3d-cn", "2d-f"])
+def test_window_changes_the_function_not_the_parameters(config):
+    """Same parameters, other window: other outputs (the knob is live), same count."""
+    torch.manual_seed(0)
+    aligned = perturb(build_model(config, 3, input_size=3, output_size=2, channels=3).double())
+    appendix = build_model(f"{config}:window=appendix", 3, input_size=3, output_size=2, channels=3).double()
+    appendix.load_state_dict(aligned.state_dict())
+    assert sum(p.numel() for p in appendix.parameters()) == sum(p.numel() for p in aligned.parameters())
+    x = torch.randn(2, 6, 3, dtype=torch.float64)
+    assert (aligned(x)[0] - appendix(x)[0]).abs().max() > 1e-6
+
+
+@pytest.mark.parametrize("implementation", ["eager", "fast"])
+def test_oracle_catches_the_wrong_window(implementation):
+    """The oracle implements the windows itself: give an appendix model the aligned index map
+    and it no longer matches the oracle."""
+    model = perturb(build_model("2d:window=appendix", 3, input_size=3, output_size=2, channels=3,
+                                implementation=implementation).double())
+    x = torch.randn(2, 5, 3, dtype=torch.float64)
+    y = model(x)[0]
+    model.implementation = "reference"
+    y_ref = model(x)[0]
+    torch.testing.assert_close(y, y_ref, rtol=1e-10, atol=1e-12)
+    model.cell_index = build_index_maps(parse_config("2d"), model.tensor_size)[1]
+    model.implementation = implementation
+    assert (model(x)[0] - y_ref).abs().max() > 1e-6

@@ -21,7 +21,6 @@ from tlstm_bench.sweeps import lock as locks
 from tlstm_bench.sweeps.cell import make_record
 from tlstm_bench.sweeps.grid import expand, parse_filters, select
 from tlstm_bench.sweeps.run import make_plan, run_sweep
-from tlstm_bench.sweeps.runner import SlurmOptions, run_cells
 from tlstm_bench.sweeps.spec import available_specs, find_spec, load_spec, shipped_dir
 
 TESTS = Path(__file__).resolve().parent
@@ -70,12 +69,64 @@ def fake_env(tmp_path, monkeypatch):
 # ---- spec files ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["quick", "runtime", "wiki", "addition", "memorization", "mnist", "pmnist"])
+PAPER_SWEEPS = {"addition": 400, "memorization": 100, "mnist": 100, "pmnist": 100}
+
+
+@pytest.mark.parametrize("name", ["quick", "runtime", "wiki", *PAPER_SWEEPS, *(f"{n}-budget" for n in PAPER_SWEEPS)])
 def test_shipped_specs_load_and_expand(name):
     spec = load_spec(name)
     assert spec.name == name
     cells = expand(spec, code="v")
     assert cells and len({c.id for c in cells}) == len(cells)
+
+
+@pytest.mark.parametrize("name, channels", PAPER_SWEEPS.items())
+def test_paper_sweeps_are_literal_and_budget_variants_match(name, channels):
+    """SPEC section 7: the paper's M for every configuration; <name>-budget: the count of an sLSTM with it."""
+    literal = expand(load_spec(name), code="v")
+    assert {c.kind for c in literal} == {"runtime", "train"}
+    assert all(c.spec["channels"] == channels and c.spec["budget"] is None for c in literal)
+    matched = expand(load_spec(f"{name}-budget"), code="v")
+    assert all(c.spec["budget"] == f"slstm:{channels}" and c.spec["channels"] is None for c in matched)
+    strip = ("budget", "channels")
+    assert ([{k: v for k, v in c.spec.items() if k not in strip} for c in literal]
+            == [{k: v for k, v in c.spec.items() if k not in strip} for c in matched])  # only the size differs
+
+
+def _dry_run(tmp_path, name):
+    """The plan's rows as {column header: cell text}."""
+    result = CliRunner().invoke(app, ["sweep", name, "--dry-run", "--results-dir", str(tmp_path)],
+                                env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    header = [h.strip() for h in next(line for line in lines if "┃" in line).split("┃")[1:-1]]
+    return [dict(zip(header, (c.strip() for c in line.split("│")[1:-1]))) for line in lines if "│" in line]
+
+
+def test_dry_run_addition_is_m_400_and_addition_budget_the_matched_sizes(tmp_path):
+    rows = _dry_run(tmp_path, "addition")
+    assert len(rows) == 2 * 7 * 4 and all(row["size"] == "M=400" for row in rows)
+    rows = _dry_run(tmp_path, "addition-budget")
+    assert len(rows) == 2 * 7 * 4
+    sizes = {(row["config"], row["size"]) for row in rows}
+    assert ("slstm", "slstm:400 -> M=400") in sizes
+    assert ("3d", "slstm:400 -> M=187") in sizes and ("2d", "slstm:400 -> M=326") in sizes
+    assert not any(size.endswith("M=400") for config, size in sizes if config != "slstm")
+
+
+def test_wiki_trains_50_epochs_without_early_stopping():
+    train = [c for c in expand(load_spec("wiki"), code="v") if c.kind == "train"]
+    assert train and all(c.spec["early_stopping"] is False and c.spec["budget"] == "10M" for c in train)
+    from tlstm_bench.training import PRESETS
+
+    assert {PRESETS[c.spec["preset"]].epochs for c in train} == {50}
+
+
+def test_dry_run_wiki_shows_50_epochs_and_no_early_stopping(tmp_path):
+    rows = [row for row in _dry_run(tmp_path, "wiki") if row["kind"] == "train"]
+    assert len(rows) == 7 * 4
+    assert all("50 epochs" in row["settings"] and "early_stopping=False" in row["settings"]
+               and row["size"].startswith("10M -> M=") for row in rows)
 
 
 def test_quick_exercises_every_configuration_and_both_kinds():
@@ -143,6 +194,10 @@ def test_malformed_top_level_keys(tmp_path, change, message):
     ('task = "runtime"\nconfigs=["2d"]\ndepths=[1]\nchannels=8\n[runtime]\nimplementations=["warp"]\n',
      r"'warp' is not a sequence loop"),
     ('task = "runtime"\nconfigs = [\n', r"not valid TOML"),
+    ('task = "memorization"\nconfigs=["2d"]\ndepths=[1]\nchannels=8\n[train]\nearly_stopping="no"\n',
+     r"key 'train.early_stopping' must be true or false"),
+    ('task = "memorization"\nconfigs=["2d-m:window=appendix"]\ndepths=[1]\nchannels=8\n[runtime]\n',
+     r"not a configuration.*memory_conv=0"),
 ])
 def test_malformed_specs(tmp_path, text, message):
     path = write_spec(tmp_path, text)
@@ -389,60 +444,7 @@ def test_two_sweeps_at_once_share_the_work(tmp_path, fake_env, monkeypatch):
     assert len(runs) == 8 and set(runs.values()) == {1}           # every cell ran exactly once
 
 
-# ---- SLURM via submitit --------------------------------------------------------------------------
-
-
-def test_submitit_local_executor_writes_records(tmp_path, fake_env, monkeypatch):
-    pytest.importorskip("submitit")
-    monkeypatch.setenv("FAKE_PLAN", json.dumps({"2d": "raise"}))
-    spec = load_spec(write_spec(tmp_path, RUNTIME_SPEC))
-    cells = select(expand(spec, code="v"), parse_filters(["config=slstm,2d", "depth=1"]))
-    root = tmp_path / "store"
-    summary = run_cells(cells, root, executor="slurm", cell_fn=FAKE,
-                        slurm=SlurmOptions(cluster="local", time_limit_min=5), )
-    got = {r["config"]: r["status"] for r in records(root)}
-    assert got == {"slstm": "ok", "2d": "failed"} and summary.exit_code == 1
-    assert list((root / "t" / ".submitit").iterdir())            # submitit's job folders
-    again = run_cells(cells, root, executor="slurm", cell_fn=FAKE, slurm=SlurmOptions(cluster="local"))
-    assert again.count("skipped-done", "skipped-failed") == 2    # resume rules hold for jobs too
-
-
-def test_slurm_without_sbatch_is_a_user_error(tmp_path, fake_env, monkeypatch):
-    pytest.importorskip("submitit")
-    monkeypatch.setenv("PATH", str(tmp_path))                      # no sbatch here
-    spec = write_spec(tmp_path, RUNTIME_SPEC)
-    with pytest.raises(UserError, match="needs a SLURM cluster"):
-        run_sweep(spec, root=tmp_path / "s", executor="slurm", cell_fn=FAKE, code="v")
-
-
-def _slurm_up() -> bool:
-    import shutil
-
-    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
-        return False
-    try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%a %T"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0 and "up" in out.stdout and "down" not in out.stdout
-
-
-@pytest.mark.skipif(not _slurm_up(), reason="no SLURM cluster answers here (sinfo)")
-def test_real_slurm_jobs_write_records(tmp_path, fake_env, monkeypatch):
-    """Against a running SLURM. A one-node one on Debian 12, as root, in about a minute:
-    ``apt-get install slurmctld slurmd munge slurm-client``; write /etc/slurm/slurm.conf with
-    SlurmctldHost and NodeName = `hostname`, ProctrackType=proctrack/linuxproc, TaskPlugin=task/none,
-    SelectType=select/cons_tres, AccountingStorageType=accounting_storage/none, SlurmUser=root and
-    one partition; start ``runuser -u munge -- munged``, ``slurmctld``, ``slurmd``; ``sinfo`` says idle."""
-    pytest.importorskip("submitit")
-    monkeypatch.setenv("FAKE_PLAN", json.dumps({"2d": "raise"}))
-    spec = load_spec(write_spec(tmp_path, RUNTIME_SPEC))
-    cells = select(expand(spec, code="v"), parse_filters(["config=slstm,2d", "depth=1"]))
-    root = tmp_path / "store"
-    summary = run_cells(cells, root, executor="slurm", cell_fn=FAKE, slurm=SlurmOptions(time_limit_min=5))
-    got = {r["config"]: r["status"] for r in records(root)}
-    assert got == {"slstm": "ok", "2d": "failed"} and summary.exit_code == 1
-    assert sum(executions(fake_env).values()) == 2
+# ---- the real cell function ----------------------------------------------------------------------
 
 
 def test_real_cells_time_and_train(tmp_path, monkeypatch):

@@ -3,12 +3,15 @@ the cell processes start fast. No tests here.
 
 Behaviour per configuration, from ``$FAKE_PLAN`` (JSON, config -> what): ``raise`` (an exception,
 as a NaN loss would), ``crash`` (the process dies), ``hang`` (sleeps past any timeout), ``nan``
-(returns a NaN metric); anything else returns a result. Every call appends the cell's
+(returns a NaN metric), ``kill-parent`` (kills the process that runs the cell, then dies: in a
+SLURM job, as the OOM killer or a node failure would kill the job; never use it with the local
+executor, whose parent is the sweep); anything else returns a result. Every call appends the cell's
 (config, depth, seed) to ``$FAKE_LOG`` so tests can count executions.
 """
 
 import json
 import os
+import signal
 import time
 
 
@@ -23,6 +26,9 @@ def cell(spec: dict) -> dict:
         raise FloatingPointError("loss is nan at step 3")
     if what == "crash":
         os._exit(3)
+    if what == "kill-parent":
+        os.kill(os.getppid(), signal.SIGKILL)
+        os._exit(9)
     value = float("nan") if what == "nan" else 1.0 + spec["depth"]
     if spec["kind"] == "runtime":
         return {"ms_per_step": value, "ms_iqr": 0.1, "samples": [value, value], "channels": 8, "params": 1000,

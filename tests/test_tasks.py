@@ -49,6 +49,30 @@ def test_random_additions_are_correct_sums(digits):
         assert set(text_y[:task.answer.start] + text_y[task.answer.stop:]) == {"-"}
 
 
+@pytest.mark.parametrize("digits", [1, 2, 15])
+def test_addition_operands_have_no_leading_zero(digits):
+    """"Two 15-digit integers": an n-digit integer's first digit is never 0 (over many samples),
+    while every later digit still takes every value 0-9 and the sum stays right."""
+    task = make_task("addition", digits=digits, test_size=5)
+    x, y = task.sample(4000, torch.Generator().manual_seed(2))
+    a, b = x[:, 1:digits + 1] - 1, x[:, digits + 2:2 * digits + 2] - 1  # tokens -> digits
+    for operand in (a, b):
+        assert (operand[:, 0] >= 1).all() and (operand[:, 0] <= 9).all()
+        assert set(operand[:, 0].tolist()) == set(range(1, 10))
+        if digits > 1:
+            assert set(operand[:, 1:].flatten().tolist()) == set(range(10))
+    weights = 10 ** torch.arange(digits - 1, -1, -1)
+    total = (a * weights).sum(1) + (b * weights).sum(1)
+    answer = y[:, task.answer] - 1
+    assert torch.equal((answer * 10 ** torch.arange(digits, -1, -1)).sum(1), total)
+    assert (task.test_x[:, 1] != 1).all() and (task.test_x[:, digits + 2] != 1).all()  # token 1 is digit 0
+
+
+def test_addition_refuses_a_leading_zero():
+    with pytest.raises(UserError, match="no leading zero"):
+        make_task("addition", digits=3).encode_numbers("023", "900")
+
+
 def test_random_memorizations_repeat_the_input():
     task = make_task("memorization", symbols=7, test_size=5)
     x, y = task.sample(50, torch.Generator().manual_seed(1))

@@ -173,6 +173,45 @@ def test_presets_resolve_and_bad_settings_are_one_line_errors():
         train("2d", task="addition", depth=1, channels=4, data_dir=".")
 
 
+def test_paper_presets_are_literal_and_enwik8_trains_50_epochs():
+    """SPEC section 7: M = 400 / 100 / 100 for every configuration; enwik8: 10M, 50 epochs, no early stop."""
+    assert (PRESETS["paper-addition"].channels, PRESETS["paper-addition"].budget) == (400, None)
+    assert (PRESETS["paper-memorization"].channels, PRESETS["paper-memorization"].budget) == (100, None)
+    assert (PRESETS["paper-mnist"].channels, PRESETS["paper-mnist"].budget) == (100, None)
+    assert PRESETS["paper-mnist"].early_stopping
+    enwik8 = PRESETS["paper-enwik8"]
+    assert (enwik8.budget, enwik8.epochs, enwik8.early_stopping) == ("10M", 50, False)
+
+
+def _flat_validation(monkeypatch):
+    """Every validation gives the same metric: no evaluation after the first is an improvement."""
+    from tlstm_bench.tasks.mnist import MNIST
+
+    monkeypatch.setattr(MNIST, "evaluate", lambda self, model, split, device="cpu": {"metric": 0.5, "loss": 1.0})
+
+
+def test_early_stopping_is_an_option(monkeypatch):
+    _flat_validation(monkeypatch)
+    common = dict(task="mnist", depth=1, preset="digits-small", channels=4, epochs=2, batch_size=50,
+                  eval_every=100, patience=2, progress=False)
+    stopped = train("2d", **common)
+    assert stopped["stop_reason"] == "early_stopping" and stopped["early_stopping"] is True
+    assert stopped["patience"] == 2 and len(stopped["history"]) == 3  # one best, then two without improvement
+    full = train("2d", **common, early_stopping=False)
+    assert full["stop_reason"] == "epochs" and full["early_stopping"] is False and full["patience"] is None
+    assert full["epochs_done"] == 2 and full["samples_seen"] > stopped["samples_seen"]
+    # online tasks stop when solved; early stopping does not apply to them
+    assert quick(max_samples=30)["early_stopping"] is None
+    with pytest.raises(UserError, match="early_stopping must be true or false"):
+        train("2d", **common, early_stopping="no")
+
+
+def test_records_carry_the_window_in_the_config_string():
+    record = quick(config="3d:window=appendix", max_samples=30)
+    assert record["status"] == "ok" and record["config"] == "3d:window=appendix"
+    assert record["params"] == quick(config="3d", max_samples=30)["params"]
+
+
 def test_digits_preset_trains_mnist_offline_with_forget_bias_4():
     record = train("3d", task="pmnist", depth=1, preset="digits-small", channels=4, epochs=1, batch_size=50,
                    progress=False)
@@ -200,7 +239,7 @@ def test_cli_trains_and_saves_the_record(tmp_path):
     (path,) = (tmp_path / "store" / "training").glob("*.json")
     record = json.loads(path.read_text())
     assert record["task"] == "memorization" and record["samples_seen"] == 60 and record["status"] == "ok"
-    assert record["kind"] == "train" and record["causal"] is True
+    assert record["causal"] is True
 
 
 def test_cli_errors(tmp_path, monkeypatch):

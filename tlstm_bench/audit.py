@@ -50,8 +50,9 @@ def jacobian(model, x: torch.Tensor) -> torch.Tensor:
 
 
 def audit_one(config, depth: int, *, channels: int = 3, input_size: int = 2, output_size: int = 2,
-              seq_len: int | None = None, seed: int = 0, implementation: str | None = None) -> AuditResult:
-    """Measure separability of ``config`` at ``depth`` on a small random float64 model."""
+              seq_len: int | None = None, seed: int = 0, implementation: str | None = None,
+              device: str = "cpu") -> AuditResult:
+    """Measure separability of ``config`` at ``depth`` on a small random float64 model (on ``device``)."""
     arch = parse_config(config)
     torch.manual_seed(seed)
     model = build_model(arch, depth, input_size=input_size, output_size=output_size,
@@ -60,6 +61,7 @@ def audit_one(config, depth: int, *, channels: int = 3, input_size: int = 2, out
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.3)
+    model.to(device)  # after the perturbation, so the parameters are the same on every device
     return audit_model(model, seq_len=seq_len if seq_len is not None else depth + 3, label=arch.label)
 
 
@@ -68,7 +70,8 @@ def audit_model(model, *, seq_len: int, label: str | None = None) -> AuditResult
 
     ``seq_len`` should exceed the depth so that a leak of up to L-1 steps has room to show.
     """
-    x = torch.randn(seq_len, model.input_size, dtype=torch.float64)
+    device = next(model.parameters()).device
+    x = torch.randn(seq_len, model.input_size, dtype=torch.float64).to(device)  # drawn on the CPU: same x anywhere
     jac = jacobian(model, x).abs().amax(dim=(1, 3))  # (T, T'): max over output and input features
     max_leak = float(torch.triu(jac, diagonal=1).max()) if seq_len > 1 else 0.0
     min_own = float(torch.diagonal(jac).min())

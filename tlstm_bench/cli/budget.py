@@ -22,7 +22,10 @@ def budget(
     output_size: Annotated[Optional[int], typer.Option(help="Output size S.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of model cards.")] = False,
 ) -> None:
-    """Solve M for every configuration and depth at one budget (SPEC section 7)."""
+    """Solve M for every configuration and depth at one budget (SPEC section 7).
+
+    With a budget slstm:M, also the counts of the literal reading (every configuration at M).
+    """
     from ..models import CONFIG_NAMES, parse_config
     from ..models.card import model_card
 
@@ -44,3 +47,15 @@ def budget(
         table.add_row(name, *(f"{by_key[name, d]['channels']} ({by_key[name, d]['params'] / 1e6:.3f}M)"
                               for d in levels))
     console.print(table)
+    literal = [c for c in cards if c.get("literal_channels") is not None]
+    if literal:
+        # The other reading of "M is 400" (SPEC section 7): every configuration at that M.
+        m = literal[0]["literal_channels"]
+        table = Table(title=f"Parameters at the literal M={m} (every configuration at the sLSTM's M)",
+                      title_justify="left")
+        table.add_column("config", style="bold")
+        for d in levels:
+            table.add_column(f"L={d}", justify="right")
+        for name in names:
+            table.add_row(name, *(f"{by_key[name, d]['literal_params'] / 1e6:.3f}M" for d in levels))
+        console.print(table)

@@ -26,7 +26,11 @@ def info(
 ) -> None:
     """Show D, K, P, L, M, the parameter count by component, the sequential steps, and
     whether the model is causal (measured by the separability audit of this configuration
-    at this depth: y_t must not depend on a later input)."""
+    at this depth: y_t must not depend on a later input).
+
+    With --channels M or --budget slstm:M, also both readings of the paper's "M is 400":
+    the count at that M, and the M matched to the count of an sLSTM with it.
+    """
     from ..audit import causal
     from ..models.card import model_card
 
@@ -42,7 +46,8 @@ def info(
     table.add_column(justify="right")
     rows = [("D (dims)", card["dims"]), ("K (kernel)", card["kernel"]), ("P (tensor size)", card["tensor_size"]),
             ("L (depth)", card["depth"]), ("M (channels)", card["channels"]),
-            ("memory conv", card["memory_conv"]), ("norm", card["norm"]), ("input", card["input"]),
+            ("memory conv", card["memory_conv"]), ("memory window", card.get("window")), ("norm", card["norm"]),
+            ("input", card["input"]),
             ("output size", card["output_size"])]
     for name, value in rows:
         if value is not None:
@@ -51,8 +56,16 @@ def info(
     for name, value in card["params_by_component"].items():
         table.add_row(f"params: {name.replace('_', ' ')}", f"{value:,}")
     table.add_row("params: total", f"{card['params']:,}")
+    # The paper's "M" in parameter counts is 2^20 (Table 1's 50.1M; docs/fidelity.md).
+    table.add_row("params: total / 2^20", f"{card['params_mebi']:.2f}M")
     if card["budget"] is not None:
         table.add_row("budget", f"{card['budget']:,}")
+    if card.get("literal_channels") is not None:
+        # The two readings of "M is 400" (SPEC section 7): that M for everyone, or that M's sLSTM count.
+        table.add_section()
+        table.add_row(f"literal M={card['literal_channels']}: params", f"{card['literal_params']:,}")
+        table.add_row(f"matched to {card['matched_budget']}: M",
+                      f"{card['matched_channels']} ({card['matched_params']:,} params)")
     table.add_section()
     table.add_row(f"sequential steps, T={card['seq_len']}",
                   f"{card['sequential_steps']:,} ({card['sequential_steps_formula']})")

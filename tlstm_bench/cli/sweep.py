@@ -20,7 +20,8 @@ from .app import ResultsDir, app, console, handles_user_errors
 @handles_user_errors
 def sweep(
     spec: Annotated[str, typer.Argument(help="A shipped spec (quick, runtime, wiki, addition, memorization, "
-                                             "mnist, pmnist) or a path to your own .toml file.")] = "quick",
+                                             "mnist, pmnist: the last four at the paper's M, NAME-budget "
+                                             "budget-matched) or a path to your own .toml file.")] = "quick",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and which cells are done; run nothing.")] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Cells to run at once (local executor).")] = 1,
     executor: Annotated[str, typer.Option(help="local (subprocesses here) or slurm (submitit jobs).")] = "local",

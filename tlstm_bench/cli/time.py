@@ -24,10 +24,11 @@ def plan_cases(configs: list[str], depths: list[int], implementation: str | None
     """The cases to time: every config x depth x implementation.
 
     No implementation: every sLSTM implementation (fused, wavefront, loop) and the tLSTM's
-    ``fast``. ``all``: every registered implementation (``cuda-graph`` only on cuda). A
-    name: used for the configurations that have it (an error if none does).
+    ``fast``. ``all``: every registered implementation (``cuda-graph`` and ``triton`` only
+    on cuda). A name: used for the configurations that have it (an error if none does).
     """
     from ..models import SLSTM_IMPLEMENTATIONS, TLSTM_IMPLEMENTATIONS, parse_config
+    from ..models.tlstm import CUDA_IMPLEMENTATIONS
     from ..timing import Case
     from ..timing.protocol import default_implementation
 
@@ -36,7 +37,7 @@ def plan_cases(configs: list[str], depths: list[int], implementation: str | None
         arch = parse_config(config)
         table = SLSTM_IMPLEMENTATIONS if arch.kind == "slstm" else TLSTM_IMPLEMENTATIONS
         if implementation == "all" or (implementation is None and arch.kind == "slstm"):
-            names = [n for n in table if n != "cuda-graph" or device.startswith("cuda")]
+            names = [n for n in table if n not in CUDA_IMPLEMENTATIONS or device.startswith("cuda")]
         elif implementation is None:
             names = [default_implementation(config)]
         else:

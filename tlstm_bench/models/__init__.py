@@ -7,7 +7,9 @@ from .budget import COMPONENTS, ParamCount, count_params, parse_budget, solve_ch
 from .build import build_model
 from .config import CONFIG_NAMES, PAPER_NAMES, PRESETS, ArchConfig, format_config, parse_config
 from .slstm import SLSTM, SLSTM_IMPLEMENTATIONS, SLSTMState
-from .tlstm import TLSTM, TLSTM_IMPLEMENTATIONS, TLSTMState
+from .tlstm import TLSTM, TLSTM_IMPLEMENTATIONS, TLSTMState, run_triton
+
+TLSTM_IMPLEMENTATIONS["triton"] = run_triton  # lazy: imports Triton on first use (the gpu extra)
 
 __all__ = [
     "ArchConfig", "CONFIG_NAMES", "COMPONENTS", "PAPER_NAMES", "PRESETS", "ParamCount", "SLSTM",

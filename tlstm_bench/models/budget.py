@@ -87,6 +87,20 @@ def parse_budget(budget: "int | str", *, input_size: int, output_size: int) -> i
     return value
 
 
+def slstm_budget_channels(budget) -> int | None:
+    """M of a budget given as ``"slstm:M"`` (the paper's "M is 400" read as a budget), else None."""
+    if isinstance(budget, str) and budget.strip().lower().startswith("slstm:"):
+        raw = budget.strip().split(":", 1)[1].strip()
+        if raw.isdigit() and int(raw) >= 1:
+            return int(raw)
+    return None
+
+
+# The paper's "M" for parameter counts: Table 1's "50.1M" for 3D tLSTM+CN (L=6, M=1200)
+# is that model's full count, 52,521,814, divided by 2^20 (SPEC section 7).
+BINARY_MILLION = 2 ** 20
+
+
 def solve_channels(config: "str | ArchConfig", depth: int, budget: int, input_size: int,
                    output_size: int) -> int:
     """The largest channel size M whose total count is not above ``budget``.

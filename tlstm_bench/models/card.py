@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .budget import count_params, parse_budget
+from .budget import BINARY_MILLION, count_params, parse_budget, slstm_budget_channels, solve_channels
 from .build import check_depth, resolve_channels, resolve_io
 from .config import PAPER_NAMES, parse_config
 
@@ -27,6 +27,7 @@ def model_card(config, depth: int, *, vocab: int | None = None, input_size: int 
         "kernel": arch.kernel if tlstm else None,
         "dims": arch.dims if tlstm else None,
         "memory_conv": arch.memory_conv if tlstm else None,
+        "window": arch.window if tlstm and arch.memory_conv else None,
         "norm": arch.norm if tlstm else None,
         "feedback": arch.feedback if tlstm else None,
         "locations": p ** (arch.dims - 1) if tlstm else depth,
@@ -35,7 +36,31 @@ def model_card(config, depth: int, *, vocab: int | None = None, input_size: int 
         "budget": parse_budget(budget, input_size=r, output_size=s) if budget is not None else None,
         "params": counts.total,
         "params_by_component": counts.as_dict(),
+        "params_mebi": counts.total / BINARY_MILLION,
+        **literal_and_matched(arch, depth, channels, budget, r, s),
         "seq_len": seq_len,
         "sequential_steps": arch.sequential_steps(seq_len, depth),
         "sequential_steps_formula": "T*L" if not tlstm else "T+L-1",
     }
+
+
+def literal_and_matched(arch, depth: int, channels: int | None, budget, r: int, s: int) -> dict:
+    """The two readings of the paper's "M is 400" side by side (SPEC section 7, docs/fidelity.md).
+
+    Literal: every configuration gets that channel size (``literal_channels``, and its count
+    ``literal_params``). Matched: every configuration gets the largest M whose count is not
+    above that of an sLSTM with that M (``matched_budget`` = ``"slstm:400"``,
+    ``matched_channels``, ``matched_params``). The reference M is ``channels`` when given, or
+    the M of a budget written ``slstm:M``; a plain count (``10M``) has no literal M, so the
+    ``literal_*`` keys are None and ``matched_*`` describe that budget.
+    """
+    reference = channels if channels is not None else slstm_budget_channels(budget)
+    if reference is None:
+        count = parse_budget(budget, input_size=r, output_size=s)
+        m = solve_channels(arch, depth, count, r, s)
+        return {"literal_channels": None, "literal_params": None, "matched_budget": str(budget),
+                "matched_channels": m, "matched_params": count_params(arch, depth, m, r, s).total}
+    matched = solve_channels(arch, depth, parse_budget(f"slstm:{reference}", input_size=r, output_size=s), r, s)
+    return {"literal_channels": reference, "literal_params": count_params(arch, depth, reference, r, s).total,
+            "matched_budget": f"slstm:{reference}", "matched_channels": matched,
+            "matched_params": count_params(arch, depth, matched, r, s).total}

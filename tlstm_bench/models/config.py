@@ -1,15 +1,22 @@
 """Architecture configurations: the paper's seven presets over independent knobs.
 
 SPEC section 6. A configuration is either the stacked LSTM (``slstm``) or a tLSTM
-given by four knobs: tensor dimension D (``dims``), kernel size K (``kernel``),
-memory-cell convolution on/off (``memory_conv``) and the normalisation of the memory
-cell on its way to the hidden state (``norm``: none, ln or cn).
+given by five knobs: tensor dimension D (``dims``), kernel size K (``kernel``),
+memory-cell convolution on/off (``memory_conv``), the normalisation of the memory
+cell on its way to the hidden state (``norm``: none, ln or cn), and the window of the
+memory-cell convolution (``window``: aligned or appendix, SPEC section 3 step 5).
 
 Config strings
 --------------
 * a preset name: ``slstm, 2d, 2d-m, 2d-f, 3d, 3d-ln, 3d-cn``;
 * a preset with knob overrides, or a bare ``tlstm`` with knobs:
-  ``3d-cn:kernel=5``, ``tlstm:dims=4,kernel=3,memory_conv=0,norm=cn``.
+  ``3d-cn:kernel=5``, ``tlstm:dims=4,kernel=3,memory_conv=0,norm=cn``, ``3d:window=appendix``.
+
+The canonical string (``label``) is the preset name when the knobs are exactly a
+preset's; a preset's knobs with the non-default window are ``<preset>:window=appendix``
+(never the bare preset name: it computes another function); anything else is the full
+``tlstm:dims=..,kernel=..,memory_conv=..,norm=..`` with ``,window=appendix`` appended
+when it is not the default (so labels of the default window are unchanged).
 """
 
 from __future__ import annotations
@@ -19,6 +26,12 @@ from dataclasses import dataclass, replace
 from ..errors import UserError
 
 NORMS = ("none", "ln", "cn")
+# The memory-cell convolution window (SPEC section 3 step 5): "aligned" reads offsets
+# -a .. b per coordinate, like the hidden-state convolution (SPEC's choice, the
+# default); "appendix" reads -a+1 .. b+1, appendix A.2's index expression applied to C
+# as written (p .. p+2 for K = 3). See docs/fidelity.md.
+WINDOWS = ("aligned", "appendix")
+DEFAULT_WINDOW = WINDOWS[0]
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,7 @@ class ArchConfig:
     kernel: int = 3  # K: kernel size along every tensor dimension
     memory_conv: bool = True  # the "-M" ablation turns this off
     norm: str = "none"  # none | ln | cn
+    window: str = DEFAULT_WINDOW  # aligned | appendix: the memory-cell convolution's window
     name: str | None = None  # preset name when it is one
 
     # SPEC section 3: a = floor(K/2) reaches toward the input, b = K-1-a away from it.
@@ -65,10 +79,6 @@ class ArchConfig:
 
     @property
     def label(self) -> str:
-        if self.name:
-            return self.name
-        if self.kind == "slstm":
-            return "slstm"
         return format_config(self)
 
     def validate(self) -> "ArchConfig":
@@ -81,6 +91,12 @@ class ArchConfig:
                 raise UserError(f"kernel (K) must be >= 2 so the input can reach the output, got {self.kernel}")
             if self.norm not in NORMS:
                 raise UserError(f"unknown norm {self.norm!r}; use one of {', '.join(NORMS)}")
+            if self.window not in WINDOWS:
+                raise UserError(f"unknown window {self.window!r}; use one of {', '.join(WINDOWS)} "
+                                "(the memory-cell convolution's window, SPEC section 3 step 5)")
+            if self.window != DEFAULT_WINDOW and not self.memory_conv:
+                raise UserError(f"window={self.window} chooses the memory-cell convolution's window, but "
+                                "memory_conv=0 has no memory-cell convolution; drop the window knob")
         return self
 
 
@@ -105,7 +121,7 @@ PAPER_NAMES = {
     "3d-cn": "3D tLSTM+CN",
 }
 
-_KNOBS = {"dims", "kernel", "memory_conv", "norm"}
+_KNOBS = {"dims", "kernel", "memory_conv", "norm", "window"}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -158,11 +174,22 @@ def parse_config(config: "str | ArchConfig") -> ArchConfig:
     return replace(arch, name=preset).validate()
 
 
+def _preset_of(arch: ArchConfig) -> str | None:
+    """The preset whose knobs ``arch`` has, the window aside."""
+    bare = replace(arch, name=None, window=DEFAULT_WINDOW)
+    return next((n for n, p in PRESETS.items() if replace(p, name=None) == bare), None)
+
+
 def format_config(arch: ArchConfig) -> str:
-    """The canonical string for an ArchConfig (a preset name when it is one)."""
-    if arch.name:
-        return arch.name
+    """The canonical string for an ArchConfig (see the module docstring); it parses back to ``arch``."""
     if arch.kind == "slstm":
         return "slstm"
+    window = f"window={arch.window}" if arch.window != DEFAULT_WINDOW else ""
+    if arch.name and not window:
+        return arch.name
+    preset = _preset_of(arch)
+    if preset is not None:
+        return f"{preset}:{window}" if window else preset
     mc = 1 if arch.memory_conv else 0
-    return f"tlstm:dims={arch.dims},kernel={arch.kernel},memory_conv={mc},norm={arch.norm}"
+    text = f"tlstm:dims={arch.dims},kernel={arch.kernel},memory_conv={mc},norm={arch.norm}"
+    return f"{text},{window}" if window else text

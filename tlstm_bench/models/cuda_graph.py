@@ -14,6 +14,17 @@ graph bakes in the parameter tensors' addresses, so an optimizer must update the
 place (every torch optimizer does); replacing a parameter tensor needs a new model or
 ``model.__dict__.pop("_cuda_graphs")``.
 
+Replay reuses static buffers: the outputs of one call, and the activations its backward
+needs, are overwritten by the next call with the same key. So each forward must be
+followed by its backward before the next forward (as training and the timing protocol
+do); two forwards and then two backwards give wrong gradients.
+
+Gradients of leaf tensors (the parameters, a given initial state) are cloned on their
+way out: ``make_graphed_callables`` returns them as views of its static gradient
+buffers, so the first backward's ``.grad`` would alias a buffer that the next replay
+overwrites, and accumulating over two backward passes without zeroing would give
+2 * g2 instead of g1 + g2 (pytorch/pytorch#181723, open in torch 2.13).
+
 Where CUDA is absent, or the model is on the CPU, selecting it raises a
 :class:`~tlstm_bench.errors.UserError` that says to use ``fast`` instead: it never
 silently runs something else under its name, so a timing record labelled
@@ -34,6 +45,19 @@ from .fast_tlstm import run_fast
 from .tlstm import TLSTM, TLSTM_IMPLEMENTATIONS, TLSTMState
 
 _CACHE = "_cuda_graphs"
+_HOOKED = "_cuda_graph_grad_clones"
+
+
+class _CloneGrad(torch.autograd.Function):
+    """Identity forward; the backward hands on a copy of the gradient, not the static buffer."""
+
+    @staticmethod
+    def forward(ctx, t):
+        return t.view_as(t)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.clone()
 
 
 class _Core(nn.Module):
@@ -70,9 +94,17 @@ def run_cuda_graph(model: TLSTM, z: torch.Tensor, state: TLSTMState):
     graphed = cache.get(key)
     if graphed is None:
         sample = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in (z, state.h, state.c))
-        graphed = torch.cuda.make_graphed_callables(_Core(model), sample, allow_unused_input=True)
+        core = _Core(model)
+        graphed = torch.cuda.make_graphed_callables(core, sample, allow_unused_input=True)
         cache[key] = graphed
-    h_out, h_t, c_t = graphed(z, state.h.contiguous(), state.c.contiguous())
+        if not model.__dict__.get(_HOOKED):
+            # pytorch/pytorch#181723: see the module docstring. Runs on the summed
+            # gradient of each parameter just before it is accumulated into .grad.
+            for p in core.parameters():
+                p.register_hook(torch.Tensor.clone)
+            model.__dict__[_HOOKED] = True
+    h0, c0 = (_CloneGrad.apply(t) if t.requires_grad else t for t in (state.h, state.c))
+    h_out, h_t, c_t = graphed(z, h0.contiguous(), c0.contiguous())
     return h_out, TLSTMState(h_t, c_t)
 
 

@@ -51,6 +51,10 @@ class _Geometry:
         self.seq_len = seq_len
         self.hidden_index = model.hidden_index.reshape(-1)  # (N*Kd,) slots of [0, z, h_0..h_{N-1}]
         self.cell_index = model.cell_index.reshape(-1)  # (N*Kd,) clamped cell locations
+        # The two step loops (below). Only the CI gate's test-only slowdown
+        # (timing/inject.py) swaps in others; the normal path pays one attribute read per call.
+        self.forward_loop = _forward_loop
+        self.backward_loop = _backward_loop
 
 
 # The two loops are TorchScript: at batch 1 the per-step work is a few dozen small ATen
@@ -204,10 +208,10 @@ class TLSTMSequence(torch.autograd.Function):
         means = z_all.new_empty(stats_shape) if geo.norm != "none" else empty
         rstds = z_all.new_empty(stats_shape) if geo.norm != "none" else empty
         with torch.jit.optimized_execution(False), _below_autograd():
-            _forward_loop(src, cs, acts, tns, ccs, means, rstds, w_h.reshape(kd * m, gc), b_h,
-                          gain if gain is not None else empty, bias if bias is not None else empty,
-                          geo.hidden_index, geo.cell_index, m, n, kd, _NORM_CODE[geo.norm],
-                          geo.memory_conv, NORM_EPS)
+            geo.forward_loop(src, cs, acts, tns, ccs, means, rstds, w_h.reshape(kd * m, gc), b_h,
+                             gain if gain is not None else empty, bias if bias is not None else empty,
+                             geo.hidden_index, geo.cell_index, m, n, kd, _NORM_CODE[geo.norm],
+                             geo.memory_conv, NORM_EPS)
         seq_len, depth = geo.seq_len, geo.depth
         h_out = src[depth:, :, 1 + n].transpose(0, 1).clone()  # y read at steps L-1 .. S-1
         h_t = src[seq_len, :, 2:].clone()
@@ -243,9 +247,9 @@ class TLSTMSequence(torch.autograd.Function):
         empty = src.new_empty(0)
         dns = src.new_empty(steps, b, n, m) if geo.norm != "none" else empty
         with torch.jit.optimized_execution(False), _below_autograd():
-            _backward_loop(src, cs, acts, tns, ccs, means, rstds, w_h.reshape(kd * m, gc).t(),
-                           gain if gain is not None else empty, hidx, geo.cell_index, dsrc, dcs, das,
-                           dns, m, n, kd, _NORM_CODE[geo.norm], geo.memory_conv)
+            geo.backward_loop(src, cs, acts, tns, ccs, means, rstds, w_h.reshape(kd * m, gc).t(),
+                              gain if gain is not None else empty, hidx, geo.cell_index, dsrc, dcs, das,
+                              dns, m, n, kd, _NORM_CODE[geo.norm], geo.memory_conv)
         needs = ctx.needs_input_grad
         dz = dsrc[:steps, :, 1].transpose(0, 1) if needs[1] else None
         d_wh = d_bh = d_gain = d_bias = None
@@ -271,14 +275,21 @@ class TLSTMSequence(torch.autograd.Function):
         return None, dz, d_h0, d_c0, d_wh, d_bh, d_gain, d_bias
 
 
-def run_fast(model: TLSTM, z: torch.Tensor, state: TLSTMState):
-    """T + L - 1 steps through :class:`TLSTMSequence`; same contract as ``run_eager``."""
+def run_fast(model: TLSTM, z: torch.Tensor, state: TLSTMState, *, loops=None):
+    """T + L - 1 steps through :class:`TLSTMSequence`; same contract as ``run_eager``.
+
+    ``loops``: (forward, backward) step loops to run instead of ours; only the CI gate's
+    test-only slowdown (``tlstm_bench.timing.inject``) passes them.
+    """
     batch, seq_len, m = z.shape
     if model.depth > 1:
         z = torch.cat([z, model.b_x.expand(batch, model.depth - 1, m)], dim=1)  # flush: x = 0
     norm = model.arch.norm != "none"
+    geo = _Geometry(model, seq_len)
+    if loops is not None:
+        geo.forward_loop, geo.backward_loop = loops
     h_out, h_t, c_t = TLSTMSequence.apply(
-        _Geometry(model, seq_len), z, state.h, state.c, model.w_h, model.b_h,
+        geo, z, state.h, state.c, model.w_h, model.b_h,
         model.norm_gain if norm else None, model.norm_bias if norm else None)
     return h_out, TLSTMState(h_t, c_t)
 

@@ -27,6 +27,24 @@ def _hcat(coord, z, h_grid, size):
     return torch.zeros_like(z)  # first row/column except the corner
 
 
+def _cell_source(window, p, off, size):
+    """The memory-cell location that location p reads for kernel offset ``off`` (SPEC section 3 step 5).
+
+    ``aligned``: ``C_{p+off}``, the same locations as the hidden window. ``appendix``:
+    appendix A.2 as written, ``C_{t-1, p-(K-1)/2+k}``, the index expression that A.1 uses
+    on Hcat, where hidden p reads Hcat location ``p+1+off``; applied to C it reads
+    ``C_{p+1+off}``. Either way out-of-range coordinates take the border value (replicate
+    padding: A.2, "padded with the replication of its boundary values").
+    """
+    if window == "appendix":
+        coord = tuple(pi + 1 + oi for pi, oi in zip(p, off))
+    elif window == "aligned":
+        coord = tuple(pi + oi for pi, oi in zip(p, off))
+    else:
+        raise ValueError(f"unknown window {window!r}")
+    return tuple(min(max(x, 0), size - 1) for x in coord)
+
+
 def reference_step(model: TLSTM, z, h_grid, c_grid):
     """One step on dicts {hidden coordinate (0-based): (B, M) tensor}."""
     arch, m, size = model.arch, model.channels, model.tensor_size
@@ -50,7 +68,7 @@ def reference_step(model: TLSTM, z, h_grid, c_grid):
             q = torch.softmax(a[:, 4 * m:], dim=-1)
             c_conv = torch.zeros_like(z)
             for k, off in enumerate(offsets):
-                src = tuple(min(max(pi + oi, 0), size - 1) for pi, oi in zip(p, off))
+                src = _cell_source(arch.window, p, off, size)
                 c_conv = c_conv + c_grid[src] * q[:, k:k + 1]
         else:
             c_conv = c_grid[p]

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..errors import UserError
 from .base import RecurrentModel
 from .config import ArchConfig
 
@@ -48,6 +49,18 @@ def kernel_offsets(arch: ArchConfig) -> list[tuple[int, ...]]:
     return list(itertools.product(span, repeat=arch.dims - 1))
 
 
+def cell_window_shift(arch: ArchConfig) -> int:
+    """How far the memory-cell window sits from the hidden one, away from the input, per coordinate.
+
+    0 for ``window=aligned`` (SPEC section 3 step 5: offsets ``-a .. b``, centred on p for
+    odd K). 1 for ``window=appendix``: appendix A.2 writes the memory-cell convolution
+    with the hidden convolution's index expression (A.1), which indexes the concatenated
+    tensor where location 1 holds the input; applied to C, which has no input location,
+    the window is ``-a+1 .. b+1`` (p .. p+2 for K = 3).
+    """
+    return 1 if arch.window == "appendix" else 0
+
+
 def locations(tensor_size: int, dims: int) -> list[tuple[int, ...]]:
     """Hidden locations ``0..P-1`` per coordinate, in row-major (flat) order."""
     return list(itertools.product(range(tensor_size), repeat=dims - 1))
@@ -69,10 +82,13 @@ def build_index_maps(arch: ArchConfig, tensor_size: int) -> tuple[torch.Tensor, 
     otherwise (outside 0..P, or on the first row/column but not the corner).
 
     ``cell_index[n, k]`` is the memory-cell location read for kernel entry k, with the
-    coordinates clamped to 0..P-1 (replicate padding, SPEC section 3 step 5).
+    coordinates clamped to 0..P-1 (replicate padding, SPEC section 3 step 5). The window
+    is the hidden one shifted by :func:`cell_window_shift` (the ``window`` knob); every
+    implementation that gathers with ``cell_index`` gets the knob from here alone.
     """
     size = tensor_size
     offsets = kernel_offsets(arch)
+    shift = cell_window_shift(arch)
     hidden, cell = [], []
     for loc in locations(size, arch.dims):
         h_row, c_row = [], []
@@ -86,7 +102,7 @@ def build_index_maps(arch: ArchConfig, tensor_size: int) -> tuple[torch.Tensor, 
                 h_row.append(HIDDEN_OFFSET + _flat(tuple(x - 1 for x in s), size))
             else:
                 h_row.append(ZERO_SLOT)
-            clamped = tuple(min(max(p + o, 0), size - 1) for p, o in zip(loc, off))
+            clamped = tuple(min(max(p + o + shift, 0), size - 1) for p, o in zip(loc, off))
             c_row.append(_flat(clamped, size))
         hidden.append(h_row)
         cell.append(c_row)
@@ -192,6 +208,22 @@ def run_eager(model: TLSTM, z: torch.Tensor, state: TLSTMState):
     return torch.stack(outputs, dim=1), after_input
 
 
+def run_triton(model: TLSTM, z: torch.Tensor, state: TLSTMState):
+    """``triton`` (:mod:`tlstm_bench.models.triton_tlstm`), imported on first use: Triton is
+    an optional dependency (the ``gpu`` extra) and nothing else imports it."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        raise UserError("implementation 'triton' needs Triton: pip install -e \".[gpu]\" (or pip install triton); "
+                        "or use implementation 'fast'") from None
+    from .triton_tlstm import run_triton as run
+
+    return run(model, z, state)
+
+
 # Implementations of the (T+L-1)-step loop, selectable per model by name. The oracle
-# (models.oracle) registers "reference"; faster paths register themselves here.
+# (models.oracle) registers "reference"; faster paths register themselves here, and
+# models/__init__ registers the lazy "triton" runner last.
 TLSTM_IMPLEMENTATIONS: dict[str, Callable] = {"eager": run_eager}
+# Those that only run on a CUDA device ("time ... --implementation all" skips them elsewhere).
+CUDA_IMPLEMENTATIONS = frozenset({"cuda-graph", "triton"})

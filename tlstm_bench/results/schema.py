@@ -90,6 +90,7 @@ class Train(TypedDict, total=False):
     epochs: Optional[int]
     eval_every: int
     patience: Optional[int]
+    early_stopping: Optional[bool]  # whether the run could stop early (offline tasks; a preset may turn it off)
     sample_unit: str
 
 
@@ -109,6 +110,7 @@ class Provenance(TypedDict, total=False):
     host: str
     platform: str
     date: str                    # UTC, ISO 8601
+    slurm_job_id: Optional[str]  # the SLURM job that ran a sweep cell ("<array id>_<task>"), else None
     migrated: dict               # fields added after the record was made, and how (results.migrate)
 
 
@@ -126,7 +128,8 @@ KEY_FIELDS = {
                 "output_size", "seq_len", "dtype", "repeats", "warmup", "device", "device_name", "cpu_model",
                 "threads"),
     "train": ("kind", "task", "config", "depth", "seed", "implementation", "channels", "budget", "preset",
-              "task_options", "batch_size", "lr", "max_samples", "epochs", "eval_every", "patience", "device"),
+              "task_options", "batch_size", "lr", "max_samples", "epochs", "eval_every", "patience",
+              "early_stopping", "device"),
 }
 _COLLECTION_KINDS = {"timing": "runtime", "training": "train"}
 

@@ -15,6 +15,7 @@ import argparse
 import importlib
 import json
 import math
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -45,7 +46,8 @@ def execute(spec: dict, *, checkpoint_dir: "Path | None" = None) -> dict:
                                dtype=spec["dtype"], seed=spec["seed"])
     from ..training import train
 
-    options = {k: spec[k] for k in ("preset", "max_samples", "epochs", "batch_size", "eval_every") if k in spec}
+    options = {k: spec[k] for k in ("preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping")
+               if k in spec}
     return train(spec["config"], task=spec["task"], depth=spec["depth"], **size, seed=spec["seed"],
                  device=spec["device"], checkpoint_dir=checkpoint_dir, progress=False, **options,
                  **spec.get("options", {}))
@@ -58,6 +60,15 @@ def _provenance(device: str) -> dict:
         return provenance(device)
     except Exception:  # noqa: BLE001 - e.g. a cuda cell written by a runner without cuda
         return {**provenance("cpu"), "device": device.split(":")[0], "device_name": None}
+
+
+def slurm_job_id() -> str | None:
+    """The SLURM job this process runs in, as submitit and ``squeue`` name it (``123_4`` for a
+    task of an array), or None outside SLURM."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return os.environ.get("SLURM_JOB_ID") or None
 
 
 def make_record(cell: Cell, result: dict | None = None, *, error: str | None = None,
@@ -75,7 +86,7 @@ def make_record(cell: Cell, result: dict | None = None, *, error: str | None = N
         result.pop(key, None)
     record = {"budget": spec.get("budget"), "channels": spec.get("channels"), "params": None,
               "causal": None, "wall_time_s": wall_time_s, **{k: spec.get(k) for k in fields}}
-    record.update(_provenance(spec["device"]))
+    record.update(_provenance(spec["device"]), slurm_job_id=slurm_job_id())
     record.update(result)
     record.update({
         "id": cell.id, "key": cell.key, "code_version": cell.code_version, "sweep": cell.sweep,

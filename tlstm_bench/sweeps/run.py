@@ -74,17 +74,21 @@ def plan_table(plan: Plan, *, retry_failed: bool = False) -> Table:
     table = Table(title=title, title_justify="left")
     for name in ("id", "kind", "config", "L", "seed", "size", "settings", "state"):
         table.add_column(name, justify="right" if name in ("L", "seed") else "left",
-                         overflow="fold" if name in ("config", "settings") else "ellipsis")
+                         overflow="fold" if name in ("config", "size", "settings") else "ellipsis")
+    sizes = cell_sizes(plan)
     for cell in plan.cells:
         s = cell.spec
-        size = f"M={s['channels']}" if s.get("channels") is not None else str(s["budget"] or "(preset)")
+        size = sizes[cell.id]
         if cell.kind == "runtime":
             settings = f"T={s['seq_len']} x{s['repeats']}"
             settings += "".join(f" {v}" for v, usual in ((s["implementation"], "default"), (s["dtype"], "float32"))
                                 if v != usual)
         else:
-            parts = [s.get("preset"), s.get("max_samples") and f"{s['max_samples']:,} samples",
-                     s.get("epochs") and f"{s['epochs']} epochs", s.get("batch_size") and f"batch {s['batch_size']}"]
+            given = {**_preset_length(s), **s}  # how long it trains, from the preset if not given
+            parts = [given.get("preset"), given.get("max_samples") and f"{given['max_samples']:,} samples",
+                     given.get("epochs") and f"{given['epochs']} epochs",
+                     given.get("batch_size") and f"batch {given['batch_size']}",
+                     given.get("early_stopping") is not None and f"early_stopping={given['early_stopping']}"]
             settings = ", ".join([p for p in parts if p] + [f"{k}={v}" for k, v in s.get("options", {}).items()])
         state = plan.states[cell.id]
         shown = "failed (rerun)" if state == "failed" and retry_failed else state
@@ -92,6 +96,49 @@ def plan_table(plan: Plan, *, retry_failed: bool = False) -> Table:
                       settings.strip(), f"[{_STATE_STYLE[state]}]{shown}[/]")
     table.caption = f"code version {plan.code_version}"
     return table
+
+
+def _preset_length(spec: dict) -> dict:
+    """``max_samples``/``epochs`` of a training cell's preset when the spec gives neither."""
+    from ..training import PRESETS
+
+    preset = PRESETS.get(spec.get("preset") or "")
+    if preset is None or spec.get("max_samples") is not None or spec.get("epochs") is not None:
+        return {}
+    return {"max_samples": preset.max_samples, "epochs": preset.epochs}
+
+
+def cell_sizes(plan: Plan) -> dict[str, str]:
+    """What ``--dry-run`` shows as each cell's model size: ``M=400``, or a budget with the M it
+    gives that configuration at that depth (``slstm:400 -> M=187``), so the literal and the
+    budget-matched readings of the paper (SPEC section 7) are told apart before anything runs."""
+    from ..models import parse_budget, solve_channels
+    from ..models.build import resolve_io
+    from ..training import PRESETS
+    from .grid import runtime_io
+
+    io_of = {section.kind: runtime_io(plan.spec, section) for section in plan.spec.sections}
+    sizes = {}
+    for cell in plan.cells:
+        s = cell.spec
+        channels, budget, note = s.get("channels"), s.get("budget"), ""
+        if channels is None and budget is None and s.get("preset") in PRESETS:
+            preset = PRESETS[s["preset"]]
+            channels, budget, note = preset.channels, preset.budget, " (preset)"
+        if channels is not None:
+            sizes[cell.id] = f"M={channels}{note}"
+            continue
+        if budget is None:
+            sizes[cell.id] = "(preset)"
+            continue
+        io = io_of[cell.kind]
+        try:
+            r, out, _ = resolve_io(io.get("vocab"), io.get("input_size"), io.get("output_size"))
+            m = solve_channels(s["config"], s["depth"], parse_budget(budget, input_size=r, output_size=out), r, out)
+            sizes[cell.id] = f"{budget} -> M={m}{note}"
+        except UserError:
+            sizes[cell.id] = f"{budget} (too small){note}"
+    return sizes
 
 
 def summary_table(summary: Summary) -> Table | None:

@@ -290,6 +290,48 @@ class SlurmOptions:
     folder: Path | None = None
 
 
+# squeue states of a job SLURM no longer runs (a job squeue has forgotten has ended too).
+_ENDED = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+          "TIMEOUT")
+# A job that ended without leaving submitit its result file is dead only after this long: a
+# shared filesystem may show the file late (submitit itself waits 15 s for it).
+DEAD_JOB_GRACE_S = 15.0
+SQUEUE_EVERY_S = 10.0
+
+
+def _slurm_states(job_name: str) -> dict[str, str] | None:
+    """Job id (``123_4``) -> squeue state of the jobs named ``job_name``; None if squeue does not answer.
+
+    submitit learns that a job ended without a result (killed by its time limit, the OOM
+    killer, a node failure, scancel) only from ``sacct``, which needs an accounting database
+    that small clusters and CI lack: without this check the sweep would wait forever."""
+    try:
+        out = subprocess.run(["squeue", "--noheader", "--array", "--states=all", f"--name={job_name}",
+                              "--format=%i %T"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return {words[0]: words[1] for words in map(str.split, out.stdout.splitlines()) if len(words) >= 2}
+
+
+def _job_failed(cell: Cell, root: Path, job_id: str | None, error: str) -> Outcome:
+    """The job died before its cell finished: record the cell as failed, unless the job wrote a record."""
+    from ..results import write_record
+
+    if read_status(root, cell) is not None:  # it died after writing the cell's record
+        try:
+            record = json.loads(record_path(root, cell).read_text())
+        except (OSError, ValueError):
+            record = {}
+        ok = record.get("status") == "ok"
+        return Outcome(cell, "ok" if ok else "failed", None if ok else record.get("error", error), record=record)
+    record = make_record(cell, error=error)
+    record["slurm_job_id"] = job_id
+    write_record(record, cell.sweep, root=root, record_id=cell.id)
+    return Outcome(cell, "failed", error, record=record)
+
+
 def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_fn: str = DEFAULT_CELL_FN,
                  retry_failed: bool = False, console=None, poll_s: float = 2.0) -> tuple[list[Outcome], bool]:
     """Submit every cell as one job of a SLURM array (submitit) and wait for them.
@@ -318,6 +360,7 @@ def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_f
     if not todo:
         return outcomes, False
     folder = options.folder or Path(root) / cells[0].sweep / ".submitit"
+    job_name = f"tlstm-{cells[0].sweep}"
     timeout_min = max(options.time_limit_min, int(max(c.timeout_s for c in todo) / 60) + 2)
     if options.cluster == "local":
         executor = submitit.LocalExecutor(folder=folder)
@@ -325,7 +368,7 @@ def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_f
     else:
         executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
         params = {"timeout_min": timeout_min, "nodes": 1, "tasks_per_node": 1,
-                  "slurm_array_parallelism": options.array_parallelism, "name": f"tlstm-{cells[0].sweep}"}
+                  "slurm_array_parallelism": options.array_parallelism, "name": job_name}
         if options.gpus_per_job:  # no --gpus-per-node at all on clusters without GPUs
             params["gpus_per_node"] = options.gpus_per_job
         if options.partition:
@@ -340,27 +383,43 @@ def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_f
     out = console.print if console is not None else print
     out(f"submitted {len(jobs)} jobs ({options.cluster}); job ids {jobs[0].job_id} ... {jobs[-1].job_id}; "
         f"logs in {folder}")
+    slurm_id = (lambda job: job.job_id) if options.cluster == "slurm" else (lambda job: None)
     interrupted = False
+    ended: dict[str, tuple[float, str]] = {}   # job id -> when squeue first said it ended (no result yet), how
+    states, last_squeue = None, float("-inf")
     try:
         remaining = list(zip(todo, jobs))
         while remaining:
+            if options.cluster == "slurm" and time.monotonic() - last_squeue >= SQUEUE_EVERY_S:
+                states, last_squeue = _slurm_states(job_name), time.monotonic()
             for cell, job in list(remaining):
-                if not job.done():
-                    continue
-                remaining.remove((cell, job))
-                try:
-                    outcome = job.result()
-                except Exception as exc:  # noqa: BLE001 - the job died: the cell fails, the sweep goes on
-                    from ..results import write_record
-                    from .cell import one_line
+                if job.done():
+                    try:
+                        outcome = job.result()
+                    except Exception as exc:  # noqa: BLE001 - the job died: the cell fails, the sweep goes on
+                        from .cell import one_line
 
-                    error = f"job {job.job_id} failed: {one_line(exc)}"
-                    if read_status(root, cell) is None:
-                        write_record(make_record(cell, error=error), cell.sweep, root=root, record_id=cell.id)
-                    outcome = Outcome(cell, "failed", error)
+                        outcome = _job_failed(cell, root, slurm_id(job), f"job {job.job_id} failed: {one_line(exc)}")
+                else:
+                    state = None if states is None else states.get(job.job_id, "forgotten by squeue")
+                    if state is None or not (state in _ENDED or state.startswith("forgotten")):
+                        continue
+                    since, state = ended.setdefault(job.job_id, (time.monotonic(), state))
+                    if time.monotonic() - since < DEAD_JOB_GRACE_S:
+                        continue
+                    log = folder / f"{job.job_id}_0_log.err"
+                    if state in ("CANCELLED", "PREEMPTED"):  # as when a running cell is interrupted: left undone
+                        outcome = Outcome(cell, "interrupted", f"job {job.job_id} was {state.lower()}")
+                    else:
+                        outcome = _job_failed(cell, root, slurm_id(job), f"job {job.job_id} ended ({state}) before "
+                                              f"its cell finished: time limit, memory or node failure? see {log}")
+                remaining.remove((cell, job))
                 outcomes.append(outcome)
                 if outcome.state in ("ok", "failed"):
                     out(f"{'ok' if outcome.state == 'ok' else 'FAILED'} {cell.label()}: {_describe(outcome)}")
+                elif outcome.state == "interrupted":
+                    out(f"INTERRUPTED {cell.label()}: job {job.job_id} stopped before the cell finished (scancel?); "
+                        f"the cell has no record: rerun the same command to submit it again")
             if remaining:
                 time.sleep(poll_s)
     except KeyboardInterrupt:
@@ -385,5 +444,7 @@ def run_cells(cells: list[Cell], root: "str | Path", *, jobs: int = 1, executor:
                                              retry_failed=retry_failed, console=console)
     else:
         raise UserError(f"unknown executor {executor!r}; use local or slurm")
+    # A cell interrupted from outside (its process or job killed) has no record: the sweep is not done.
+    interrupted = interrupted or any(o.state == "interrupted" for o in outcomes)
     return Summary(sweep, len(cells), outcomes, time.monotonic() - start, interrupted)
 

@@ -20,6 +20,7 @@ override ``configs``, ``depths``, ``seeds``, ``budget``/``channels`` and ``timeo
     [train]
     preset = "memorization"          # a name in tlstm_bench.training.PRESETS
     max_samples = 5000000            # optional: epochs, batch_size, eval_every
+    early_stopping = false           # optional: stop early on valid (default: the preset's)
     options = { symbols = 20 }       # task options, passed on to train()
 
     [runtime]
@@ -48,7 +49,8 @@ SHIPPED = "specs"  # the package's own specs: tlstm_bench/sweeps/specs/<name>.to
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 _GRID_KEYS = ("configs", "depths", "seeds", "budget", "channels", "timeout_s")
 _TOP_KEYS = {"description", "task", "device", *_GRID_KEYS, "train", "runtime"}
-_TRAIN_KEYS = {"preset", "max_samples", "epochs", "batch_size", "eval_every", "options", *_GRID_KEYS}
+_TRAIN_KEYS = {"preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping", "options",
+               *_GRID_KEYS}
 _RUNTIME_KEYS = {"seq_len", "repeats", "warmup", "implementations", "threads", "dtype", "vocab",
                  "input_size", "output_size", *_GRID_KEYS}
 
@@ -226,6 +228,10 @@ def _section(check: _Checker, kind: str, table: dict, top: dict) -> Section:
         for name in ("max_samples", "epochs", "batch_size", "eval_every"):
             if name in table:
                 settings[name] = check.integer(f"train.{name}", table[name])
+        if "early_stopping" in table:
+            if not isinstance(table["early_stopping"], bool):
+                raise check.error("train.early_stopping", "must be true or false", table["early_stopping"])
+            settings["early_stopping"] = table["early_stopping"]
         options = table.get("options", {})
         if not isinstance(options, dict):
             raise check.error("train.options", "must be a table of task options like { digits = 3 }", options)

@@ -13,8 +13,11 @@ when there is no carry out), then a final ``-``. Length T = 3n + 4. For n = 3 an
 
 Tokens: ``-`` is 0 and digit d is d + 1 (11 symbols). With output delay inside the
 model, y_t is aligned with x_t, so at position 8 the model has read both numbers and
-must emit the first digit of the sum. Each digit of each operand is uniform on 0-9
-(so leading zeros occur, as with any n-digit string).
+must emit the first digit of the sum. Each operand is an n-digit integer, uniform
+on 10^(n-1) .. 10^n - 1 (the paper's "two 15-digit integers"): its first digit is
+uniform on 1-9 and never 0, the other digits uniform on 0-9 (earlier versions drew
+every digit on 0-9, so one operand in ten had a leading zero: docs/fidelity.md). The
+sum still has n+1 digits, its first one 0 when there is no carry out.
 """
 
 from __future__ import annotations
@@ -68,12 +71,17 @@ class Addition(AlgorithmicTask):
 
     def encode_numbers(self, a: str, b: str) -> tuple[list[int], list[int]]:
         """``("123", "900")`` -> (input tokens, target tokens) of one example."""
-        if len(a) != self.digits or len(b) != self.digits or not (a + b).isdigit():
-            raise UserError(f"give two {self.digits}-digit numbers, got {a!r} and {b!r}")
+        if (len(a) != self.digits or len(b) != self.digits or not (a + b).isdigit()
+                or a[0] == "0" or b[0] == "0"):
+            raise UserError(f"give two {self.digits}-digit numbers (no leading zero), got {a!r} and {b!r}")
         x, y = self.encode(torch.tensor([[int(c) for c in a]]), torch.tensor([[int(c) for c in b]]))
         return x[0].tolist(), y[0].tolist()
 
     def sample(self, n: int, generator: torch.Generator):
-        a = torch.randint(0, 10, (n, self.digits), generator=generator)
-        b = torch.randint(0, 10, (n, self.digits), generator=generator)
-        return self.encode(a, b)
+        return self.encode(self._operands(n, generator), self._operands(n, generator))
+
+    def _operands(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        """n uniform n-digit integers as digits (N, n), most significant first, never 0."""
+        digits = torch.randint(0, 10, (n, self.digits), generator=generator)
+        digits[:, 0] = torch.randint(1, 10, (n,), generator=generator)
+        return digits

@@ -119,12 +119,15 @@ class _Run:
         self.x = x.to(device)
         self.target = torch.randint(0, out, (seq_len,), generator=gen).to(device)
 
+    def loss(self) -> torch.Tensor:
+        """The forward pass and the loss (what the counters call the ``fwd`` pass)."""
+        y, _ = self.model(self.x)
+        return F.cross_entropy(y.reshape(-1, y.shape[-1]), self.target)
+
     def __call__(self) -> None:
         for p in self.model.parameters():
             p.grad = None
-        y, _ = self.model(self.x)
-        loss = F.cross_entropy(y.reshape(-1, y.shape[-1]), self.target)
-        loss.backward()
+        self.loss().backward()
 
 
 def _time_once(run: _Run, device: torch.device, extra_delay: float, number: int = 1) -> float:
@@ -154,8 +157,6 @@ def runtime_record(case: Case, run: _Run, samples_s: list[float], *, seq_len, de
     samples = [1000.0 * s / seq_len for s in samples_s]
     return {
         **provenance(device),
-        "kind": "runtime",
-        "task": "runtime",
         "causal": causal(model.arch, model.depth),
         "config": model.arch.label,
         "implementation": model.implementation,

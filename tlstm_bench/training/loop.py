@@ -51,9 +51,11 @@ def _positive(value, what: str):
 
 
 def _settings(task, preset, channels, budget, max_samples, epochs, batch_size, eval_every, patience,
-              data_dir, options):
+              data_dir, options, early_stopping=None):
     """Merge the preset with what the caller gave (the caller wins) and build the task."""
     p = get_preset(preset)
+    if early_stopping is not None and not isinstance(early_stopping, bool):
+        raise UserError(f"early_stopping must be true or false, got {early_stopping!r}")
     name = task or (p.tasks[0] if p else None)
     if name is None:
         raise UserError(f"give --task ({', '.join(TASKS)}) or a --preset")
@@ -75,6 +77,7 @@ def _settings(task, preset, channels, budget, max_samples, epochs, batch_size, e
         batch_size = batch_size or p.batch_size
         eval_every = eval_every or p.eval_every
         patience = patience or p.patience
+        early_stopping = p.early_stopping if early_stopping is None else early_stopping
     for value, what in ((max_samples, "--max-samples"), (epochs, "--epochs"), (batch_size, "--batch-size"),
                         (eval_every, "--eval-every"), (patience, "--patience")):
         _positive(value, what)
@@ -94,7 +97,8 @@ def _settings(task, preset, channels, budget, max_samples, epochs, batch_size, e
     return dict(task=the_task, preset=p.name if p else None, channels=channels, budget=budget,
                 max_samples=max_samples, epochs=epochs, batch_size=batch_size,
                 eval_every=eval_every or the_task.default_eval_every(batch_size),
-                patience=patience or DEFAULT_PATIENCE)
+                patience=patience or DEFAULT_PATIENCE,
+                early_stopping=(True if early_stopping is None else early_stopping) and not the_task.online)
 
 
 def _device(device) -> torch.device:
@@ -115,7 +119,8 @@ def _detach(state):
 
 def train(config, *, task=None, depth, channels=None, budget=None, preset=None, max_samples=None, epochs=None,
           batch_size=None, seed=0, device="cpu", checkpoint_dir=None, data_dir=None, progress=True,
-          eval_every=None, checkpoint_every=None, patience=None, lr=LEARNING_RATE, implementation=None,
+          eval_every=None, checkpoint_every=None, patience=None, early_stopping=None, lr=LEARNING_RATE,
+          implementation=None,
           threads=None, console: Console | None = None, stop_after_steps=None, **task_options) -> dict:
     """Train ``config`` at depth L on ``task`` and return one record (see the module docstring).
 
@@ -130,6 +135,9 @@ def train(config, *, task=None, depth, channels=None, budget=None, preset=None, 
         checkpoint_dir: where to checkpoint and resume from. checkpoint_every: samples
             between checkpoints (default: at every evaluation).
         patience: evaluations without improvement before early stopping (MNIST, enwik8).
+        early_stopping: whether to stop early at all (default: the preset's, else on; the
+            paper trains enwik8 for 50 epochs without it). Either way the test metric
+            is measured with the parameters best on valid.
         threads: CPU threads for torch (``torch.set_num_threads``; process-wide). On a
             small model on a busy machine 1 thread can be many times faster than several.
         stop_after_steps: test hook that simulates a kill: raise ``KeyboardInterrupt``
@@ -139,7 +147,7 @@ def train(config, *, task=None, depth, channels=None, budget=None, preset=None, 
     started = time.monotonic()
     console = console or Console(stderr=True, quiet=not progress)
     s = _settings(task, preset, channels, budget, max_samples, epochs, batch_size, eval_every, patience,
-                  data_dir, task_options)
+                  data_dir, task_options, early_stopping)
     the_task: Task = s["task"]
     dev = _device(device)
     _positive(checkpoint_every, "--checkpoint-every")
@@ -229,7 +237,7 @@ def train(config, *, task=None, depth, channels=None, budget=None, preset=None, 
             best_state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
         else:
             st["bad_evals"] += 1
-            if st["bad_evals"] >= s["patience"]:
+            if s["early_stopping"] and st["bad_evals"] >= s["patience"]:
                 st["stop_reason"] = "early_stopping"
         return result
 
@@ -284,12 +292,13 @@ def train(config, *, task=None, depth, channels=None, budget=None, preset=None, 
             console.print(f"[yellow]interrupted[/] at sample {st['samples']:,}{where}")
             raise
     record = {
-        "kind": "train", "causal": causal(model.arch, depth),
+        "causal": causal(model.arch, depth),
         "config": model.arch.label, "task": the_task.name, "preset": s["preset"], "depth": depth,
         "channels": model.channels, "tensor_size": model.tensor_size, "params": params, "budget": s["budget"],
         "task_options": the_task.options(), "task_info": the_task.describe(), "metric": the_task.metric, "batch_size": s["batch_size"], "lr": lr,
         "forget_bias": the_task.forget_bias, "max_samples": s["max_samples"], "epochs": s["epochs"],
-        "eval_every": eval_every, "patience": s["patience"] if not the_task.online else None,
+        "eval_every": eval_every, "patience": s["patience"] if s["early_stopping"] else None,
+        "early_stopping": s["early_stopping"] if not the_task.online else None,
         "sample_unit": the_task.sample_unit, "implementation": model.implementation, "seed": seed,
         "flush_denormal": True,
     }
