@@ -52,6 +52,7 @@ import math  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
 import statistics  # noqa: E402
+import importlib.util  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -76,6 +77,9 @@ PAPER_SAMPLES = {"memorization": 54_000, "addition": 298_000}  # paper Table 2, 
 TARGET_FACTOR = 1.5  # issue 8: solved within 1.5x the paper's samples
 SAFETY = 1.25  # a unit starts only if SAFETY x its estimate fits
 EXIT_STOPPED_TERM, EXIT_STOPPED_INT, EXIT_CUDA_BROKEN, EXIT_CRASHED = 143, 130, 75, 3
+# Under Triton's interpreter (the CPU dry run) a triton check takes seconds, not milliseconds:
+# check and time it on a small subset there, enough to show the script runs it end to end.
+INTERPRETED_CONFIGS = ("2d",)
 INJECTED = "wrong-test"  # --test-inject-wrong registers this deliberately wrong implementation
 
 
@@ -185,6 +189,11 @@ def make_settings(tiny: bool) -> Settings:
 
 
 # ---------------------------------------------------------------------------- small helpers
+def interpreted(impl: str) -> bool:
+    """Whether ``impl`` runs under Triton's CPU interpreter here (the dry run; never on a GPU)."""
+    return impl == "triton" and os.environ.get("TRITON_INTERPRET") == "1"
+
+
 class Stop(KeyboardInterrupt):
     """Raised in the worker by SIGTERM: stop now, keep what is written (train() re-raises it)."""
 
@@ -371,6 +380,10 @@ def supervise(args) -> int:
     signal.signal(signal.SIGINT, on_signal)
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if args.device == "cpu" and args.tiny and importlib.util.find_spec("triton") is not None:
+        # The CPU dry run exercises the triton implementation too (issue 9), through Triton's
+        # interpreter: it must be switched on before the worker defines the kernels.
+        env["TRITON_INTERPRET"] = "1"
     cmd = [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:], "--worker", "--deadline",
            repr(deadline), "--state-file", state_file]
     log(f"budget {args.budget_s:.0f} s (until +{args.budget_s:.0f} s, hard stop at +{args.budget_s + grace:.0f} s); "
@@ -865,6 +878,8 @@ class Worker:
         for impl in self.ordered_check_impls():
             family = self.st.impls[impl]["family"]
             configs = ["slstm"] if family == "slstm" else [c for c in PRIORITY_CONFIGS if c != "slstm"]
+            if interpreted(impl):
+                configs = list(INTERPRETED_CONFIGS)
             per = check_cost(impl, self.dev.type)
             count = len(configs) * len(cfg.check_depths) * len(cfg.dtypes)
             # estimate: the first check of each configuration (the unit stops itself at part a's share)
@@ -881,6 +896,9 @@ class Worker:
         cfg = self.cfg
         order = [(dtype, depth, config) for dtype in reversed(cfg.dtypes) for depth in reversed(cfg.check_depths)
                  for config in configs]
+        if interpreted(impl):
+            order = [("float32", max(cfg.check_depths), config) for config in configs]
+            count = len(order)
         done, failed, last = 0, 0, per
         for dtype, depth, config in order:
             if time.time() + last * SAFETY > self.a_deadline or not self.budget.fits(last, self.reserve_d()):
@@ -893,7 +911,7 @@ class Worker:
             done += 1
             failed += rec["passed"] is False
         family = self.st.impls[impl]["family"]
-        if family == "tlstm":
+        if family == "tlstm" and not interpreted(impl):
             for config in ("2d", "3d-cn"):
                 if time.time() + last * 2 * SAFETY > self.a_deadline:
                     return "accumulation check not run (budget)"
@@ -1091,6 +1109,7 @@ class Worker:
     def timing_units(self, phase: Phase):
         for config in PRIORITY_CONFIGS:
             impls = self.phase_impls(phase, "slstm" if config == "slstm" else "tlstm")
+            impls = [i for i in impls if not interpreted(i) or (phase.size == "m100" and config in INTERPRETED_CONFIGS)]
             if not impls:
                 continue
             cases = [(config, d, impl) for d in self.cfg.depths for impl in impls]
@@ -1466,7 +1485,7 @@ def print_plan(device: str, tiny: bool, budget_s: float, skip=(), extra_impls: t
 
 
 def write_regress_baseline(out_dir: Path, device: str, settings: dict | None) -> dict:
-    """The one call into the regress gate's public API (issue 12 rewrites it: adapt here at merge).
+    """The one call into the regress gate's public API (timing.regress.regress with update=True).
 
     Writes ``baseline-<device kind>.json`` into ``out_dir`` with the quick and the full mode;
     copied to ``tlstm_bench/timing/baselines/<device kind>.json`` (package data) it is what
@@ -1479,7 +1498,8 @@ def write_regress_baseline(out_dir: Path, device: str, settings: dict | None) ->
     modes = {}
     for quick in (True, False):
         result = regress(quick=quick, update=True, baseline=path, device=device, settings=settings)
-        modes[result.mode] = {row.quantity: row.measured for row in result.timing}
+        modes[result.mode] = {"timing": {row.quantity: row.measured for row in result.timing},
+                              "counters": {row.quantity: row.measured for row in result.counters}}
     return {"file": path.name, "device_kind": kind, "modes": modes,
             "install_as": f"tlstm_bench/timing/baselines/{kind}.json"}
 
