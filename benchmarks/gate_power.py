@@ -146,22 +146,25 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=20, help="runs per series (20 for the committed run)")
     ap.add_argument("--series", default=",".join(SERIES), help=f"comma-separated, from {', '.join(SERIES)}")
     ap.add_argument("--baseline", default=None, help="baseline JSON (default: the committed one)")
-    ap.add_argument("--out", default=str(ROOT / "results" / "gate_power"), help="writes OUT.json and OUT.txt")
+    ap.add_argument("--out", default=None, help="writes OUT.json and OUT.txt (default: gate_power in the results "
+                                               "folder; the committed run: results/evidence/cpu/gate_power)")
     args = ap.parse_args(argv)
     series = [s.strip() for s in args.series.split(",") if s.strip()]
     unknown = set(series) - set(SERIES)
     if unknown or args.runs < 1:
         ap.error(f"unknown series {sorted(unknown)} (use {', '.join(SERIES)}) or runs < 1")
 
-    from tlstm_bench.results.provenance import code_version
+    from tlstm_bench.results import workspace
+    from tlstm_bench.results.provenance import git_info
     from tlstm_bench.timing.regress import TOLERANCE, default_baseline
 
+    args.out = args.out or str(workspace().root / "gate_power")
     baseline = args.baseline or str(default_baseline("cpu"))
     base = json.loads(Path(baseline).read_text())
     meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": platform.machine(),
             "cpus": os.cpu_count(), "load_start": " ".join(f"{x:.1f}" for x in os.getloadavg()),
             "baseline": os.path.relpath(baseline, ROOT), "baseline_date": base["modes"]["quick"].get("date"),
-            "git_commit": (code_version().get("git_commit") or "?")[:12], "tolerance": TOLERANCE,
+            "git_commit": (git_info().get("git_commit") or "?")[:12], "tolerance": TOLERANCE,
             "runs": args.runs, "series": series}
     results, costs = {}, {}
     t_start = time.time()

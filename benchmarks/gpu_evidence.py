@@ -309,9 +309,9 @@ def _git_files_commit() -> str | None:
 
 def code_provenance(commit_arg: str | None) -> dict:
     """Commit (git, else the .git files, else --commit), dirty flag, code hash. No torch."""
-    from tlstm_bench.results.provenance import code_version
+    from tlstm_bench.results.provenance import code_version, git_info
 
-    info = dict(code_version())
+    info = {**git_info(), "code_version": code_version()}
     source = "git" if info.get("git_commit") else None
     if not info.get("git_commit"):
         info["git_commit"] = _git_files_commit()
@@ -1488,8 +1488,8 @@ def write_regress_baseline(out_dir: Path, device: str, settings: dict | None) ->
     """The one call into the regress gate's public API (timing.regress.regress with update=True).
 
     Writes ``baseline-<device kind>.json`` into ``out_dir`` with the quick and the full mode;
-    copied to ``results/baselines/<device kind>.json`` it is what ``tlstm-bench regress
-    --device cuda`` compares against.
+    copied to ``tlstm_bench/timing/baselines/<device kind>.json`` (package data) it is what
+    ``tlstm-bench regress --device cuda`` compares against.
     """
     from tlstm_bench.timing.regress import device_kind, regress
 
@@ -1501,7 +1501,7 @@ def write_regress_baseline(out_dir: Path, device: str, settings: dict | None) ->
         modes[result.mode] = {"timing": {row.quantity: row.measured for row in result.timing},
                               "counters": {row.quantity: row.measured for row in result.counters}}
     return {"file": path.name, "device_kind": kind, "modes": modes,
-            "install_as": f"results/baselines/{kind}.json"}
+            "install_as": f"tlstm_bench/timing/baselines/{kind}.json"}
 
 
 def profile_launches(torch, dev, fn, with_cpu: bool = False):

@@ -1,12 +1,14 @@
 """Issue 3's runtime table and targets, measured in one run and printed.
 
-    python benchmarks/runtime.py                # the README table + every target (~10-15 min here)
+    python benchmarks/runtime.py                # the report's table + every target (~10-15 min here)
     python benchmarks/runtime.py --part table   # only the table (L = 1, 4, 7, 10)
     python benchmarks/runtime.py --part oracle  # only fast vs the slow oracle at L=10
 
 Batch 1, M=100, T=100, float32, SPEC section 8 protocol (warm-up excluded, median and
-IQR of interleaved repeats). Every record is written to ``results/timing/`` (one JSON a
-measurement, named by device, config, implementation, depth, M, T) for committing.
+IQR of interleaved repeats). Every record is written to ``<results folder>/store/timing/``
+(one JSON a measurement, named by device, config, implementation, depth, M, T); the
+results folder is ``--results-dir``, else ``$TLSTM_BENCH_RESULTS``, else ``./results``. The
+committed evidence was written with ``--results-dir results/evidence/cpu``.
 
 Targets (issue 3), each printed with its measured figure and met / NOT met:
 1. every tLSTM configuration's fast path >= 3x faster than its slow oracle at L=10
@@ -24,10 +26,9 @@ import sys
 from pathlib import Path
 
 from tlstm_bench.models import build_model
-from tlstm_bench.results import write_record
+from tlstm_bench.results import workspace, write_record
 from tlstm_bench.timing import Case, measure_cases
 
-ROOT = Path(__file__).resolve().parents[1] / "results"
 TLSTM = ["2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn"]
 SLSTM = ["fused", "wavefront", "loop"]
 DEPTHS = [1, 4, 7, 10]
@@ -56,7 +57,7 @@ def run_table(args) -> dict:
     records = measure_cases(cases, channels=args.channels, seq_len=args.seq_len, repeats=args.repeats,
                             warmup=args.warmup, threads=args.threads,
                             progress=lambda msg: print(msg, file=sys.stderr, flush=True))
-    store(records, args.root)
+    store(records, workspace(args.results_dir).store)
     ms = {(r["config"], r["implementation"], r["depth"]): r for r in records}
     first = records[0]
     print(f"\n## ms per timestep, forward + loss + backward, batch 1, M={args.channels}, T={args.seq_len}")
@@ -109,7 +110,7 @@ def run_oracle(args) -> None:
                             else args.repeats,
                             warmup_for=lambda c: 0 if c.implementation == "reference" else args.warmup,
                             progress=lambda msg: print(msg, file=sys.stderr, flush=True))
-    store(records, args.root)
+    store(records, workspace(args.results_dir).store)
     ms = {(r["config"], r["implementation"]): r for r in records}
     print(f"\n## fast vs the slow oracle (`reference`) at L=10, M={args.channels}, T={args.seq_len} (one run, "
           f"interleaved; oracle: {args.oracle_repeats} repeats, no warm-up (pure Python, nothing to warm); "
@@ -131,7 +132,8 @@ def main(argv=None) -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--oracle-repeats", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--root", type=Path, default=ROOT, help="results root; records go to ROOT/timing")
+    ap.add_argument("--results-dir", type=Path, default=None,
+                    help="results folder; records go to its store/timing/ (default: $TLSTM_BENCH_RESULTS or ./results)")
     args = ap.parse_args(argv)
     if args.part in ("all", "table"):
         ms = run_table(args)

@@ -7,8 +7,9 @@ Each run trains one configuration with the named preset (online samples, batch 1
 Adam 1e-3, evaluation on the fixed 100-sample test set every ``eval_every`` samples)
 until the test set is solved or the preset's sample cap is reached. Runs are
 sequential (one thread each: on a small model and a shared CPU that is fastest).
-Records go to ``results/training/<preset>-<config>-L<depth>-s<seed>[-cap<N>].json`` and a
-Markdown table is printed. Where a run never solves within the cap, the table says so.
+Records go to ``<results folder>/store/training/<preset>-<config>-L<depth>-s<seed>[-cap<N>].json``
+(``--results-dir``, else ``$TLSTM_BENCH_RESULTS``, else ``./results``; the committed evidence:
+``--results-dir results/evidence/cpu``) and a Markdown table is printed. Where a run never solves within the cap, the table says so.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import argparse
 import time
 
 from tlstm_bench.models import CONFIG_NAMES
-from tlstm_bench.results import write_record
+from tlstm_bench.results import workspace, write_record
 from tlstm_bench.training import train
 
 
@@ -28,7 +29,8 @@ def main() -> None:
     parser.add_argument("--depths", default="1,2")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-samples", type=int, default=None, help="override the preset's cap")
-    parser.add_argument("--root", default="results", help="results root (records go to ROOT/training)")
+    parser.add_argument("--results-dir", default=None,
+                        help="results folder; records go to its store/training/ (default: $TLSTM_BENCH_RESULTS or ./results)")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     presets = args.preset or ["memorization-small", "addition-small"]
@@ -42,7 +44,7 @@ def main() -> None:
                 record_id = f"{preset}-{config}-L{depth}-s{args.seed}"
                 if args.max_samples is not None:
                     record_id += f"-cap{args.max_samples}"
-                write_record(record, "training", root=args.root, record_id=record_id)
+                write_record(record, "training", root=workspace(args.results_dir).store, record_id=record_id)
                 if record["status"] != "ok":
                     rows.append(f"| {preset} | {config} | {depth} | failed: {record['error']} |")
                     print(rows[-1], flush=True)

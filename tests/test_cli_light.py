@@ -33,10 +33,11 @@ def test_help_does_not_import_torch():
 
 def test_plot_and_results_read_the_store_without_torch(tmp_path):
     # The committed quick-sweep records serve as a real store.
-    shutil.copytree(REPO / "results" / "store" / "quick", tmp_path / "store" / "quick",
+    shutil.copytree(REPO / "results" / "evidence" / "cpu" / "store" / "quick", tmp_path / "store" / "quick",
                     ignore=shutil.ignore_patterns(".*"))
-    store, out = str(tmp_path / "store"), str(tmp_path / "figures")
-    imported = run_without_torch([["plot", "quick", "--results-dir", store, "--out", out],
-                                  ["results", "quick", "--results-dir", store, "--format", "csv"]])
+    folder = str(tmp_path)
+    imported = run_without_torch([["plot", "quick", "--results-dir", folder],
+                                  ["results", "quick", "--results-dir", folder, "--format", "csv"],
+                                  ["results", "quick", "--results-dir", folder]])
     assert imported is False
     assert (tmp_path / "figures" / "quick-memorization.png").is_file()

@@ -28,6 +28,18 @@ def test_info_json_3d_cn_at_10m():
     assert card["sequential_steps"] == 100 + 4 - 1
 
 
+def test_info_json_says_whether_the_model_is_causal():
+    """Measured by the audit of that model: LN over all locations lets y_t see later inputs at L >= 2."""
+    cards = {}
+    for config, depth in (("3d-ln", 2), ("3d-cn", 2), ("3d-ln", 1)):
+        result = run("info", config, "--depth", str(depth), "--budget", "10M", "--vocab", "205", "--json")
+        assert result.exit_code == 0, result.output
+        cards[config, depth] = json.loads(result.stdout)["causal"]
+    assert cards == {("3d-ln", 2): False, ("3d-cn", 2): True, ("3d-ln", 1): True}
+    table = run("info", "3d-ln", "--depth", "2", "--channels", "4", "--vocab", "5")
+    assert "causal (measured)" in table.output and "no: y_t sees later inputs" in table.output
+
+
 def test_info_slstm_sequential_steps():
     card = json.loads(run("info", "slstm", "--depth", "4", "--channels", "50", "--vocab", "20",
                           "--seq-len", "30", "--json").stdout)

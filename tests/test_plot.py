@@ -17,7 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tlstm_bench.cli import app
-from tlstm_bench.plotting import plot_results, read_records
+from tlstm_bench.plotting import plot_results
+from tlstm_bench.results.frame import read_frame
 from tlstm_bench.plotting.figures import runtime_summary
 from tlstm_bench.plotting.paper import PAPER_TABLES
 
@@ -30,7 +31,7 @@ FAILED = ("2d", 2)  # only a failed record
 def _write(root: Path, sweep: str, record: dict) -> None:
     record = {"sweep": sweep, "status": "ok", "error": None, "spec": {}, "device": "cpu",
               "device_name": "test-cpu", "torch_version": "2.x", "threads": 2, "git_commit": "0123456789",
-              "git_dirty": False, "date": "2026-11-25T22:00:00+00:00", **record}
+              "git_dirty": False, "date": "2026-11-25T22:00:00+00:00", "causal": True, **record}
     record.setdefault("key", record["id"])
     (root / sweep).mkdir(parents=True, exist_ok=True)
     (root / sweep / f"{record['id']}.json").write_text(json.dumps(record))
@@ -106,7 +107,7 @@ def test_missing_and_failed_cells_are_reported_not_fatal(report):
 
 
 def test_cli_prints_missing_cells(store, tmp_path):
-    result = CliRunner().invoke(app, ["plot", "synth", "--out", str(tmp_path / "f"), "--results-dir", str(store)])
+    result = CliRunner().invoke(app, ["plot", "synth", "--out", str(tmp_path / "f"), "--results-dir", str(store.parent)])
     assert result.exit_code == 0, result.output
     assert "missing cells (no record): runtime 3d-cn L=3" in result.output
     assert "failed: train 2d L=2: nan loss" in result.output
@@ -127,11 +128,25 @@ def test_tables_have_the_papers_numbers_beside_ours(report):
     assert "no records for wiki" in text and "no records for mnist / pmnist" in text
 
 
+def test_non_causal_cells_are_marked_in_figures_and_tables(store, tmp_path):
+    for path in (store / "synth").glob("tr-3d-cn-2-*.json"):   # as if 3d-cn at L=2 had been measured not causal
+        record = json.loads(path.read_text())
+        path.write_text(json.dumps({**record, "causal": False}))
+    report = plot_results(["synth"], out=tmp_path / "f", root=store)
+    train = next(f for f in report.figures if f.task == "memorization")
+    runtime = next(f for f in report.figures if f.task == "runtime")
+    assert train.noncausal == ["train 3d-cn L=2"] and runtime.noncausal == []
+    assert "3d-cn†" in train.lines and "3d-cn" in runtime.lines
+    text = report.tables.read_text()
+    line = next(l for l in text.splitlines() if l.startswith("| 3D tLSTM+CN | ours (synth)"))
+    assert "(L=2, 2 seeds)†" in line and any(l.startswith("† not causal") for l in text.splitlines())
+
+
 def test_several_records_of_one_cell_keep_the_newest(store, tmp_path):
     _write(store, "synth", {"id": "rt-2d-1-eager-new", "key": "rt-2d-1-eager", "kind": "runtime", "task": "runtime",
                             "config": "2d", "depth": 1, "seed": 0, "implementation": "eager", "ms_per_step": 9.0,
                             "samples": [9.0], "date": "2026-11-25T23:00:00+00:00"})
-    frame = read_records(["synth"], store)
+    frame = read_frame(["synth"], root=store)
     cell = frame[(frame["key"] == "rt-2d-1-eager")]
     assert len(cell) == 1 and cell["ms_per_step"].iloc[0] == 9.0
 
@@ -147,13 +162,13 @@ def test_runtime_error_bars_come_from_the_raw_samples():
 
 @pytest.mark.parametrize("setup, message", [
     ("empty", "no result records"),
-    ("unknown", "no results for sweep nosuch"),
+    ("unknown", "no results for 'nosuch'"),
     ("corrupt", "corrupt result record"),
 ])
 def test_bad_store_is_a_one_line_error_exit_2(tmp_path, setup, message):
     root = tmp_path / "store"
     root.mkdir()
-    args = ["plot", "--out", str(tmp_path / "f"), "--results-dir", str(root)]
+    args = ["plot", "--out", str(tmp_path / "f"), "--results-dir", str(tmp_path)]
     if setup == "unknown":
         fill_store(root)
         args.insert(1, "nosuch")
@@ -186,7 +201,7 @@ def test_missing_cells_follow_the_sweeps_spec_file(store, tmp_path, monkeypatch)
     (tmp_path / "specs" / "synth.toml").write_text(
         'task = "memorization"\nconfigs = ["slstm", "2d", "3d-cn"]\ndepths = [1, 2, 3]\nchannels = 8\n'
         '[train]\ndepths = [1, 2, 3, 4]\n[runtime]\nconfigs = ["slstm", "2d", "3d", "3d-cn"]\n')
-    monkeypatch.setattr(grid, "SPEC_DIRS", (tmp_path / "specs",))
+    monkeypatch.setattr(grid, "shipped_spec", lambda name: tmp_path / "specs" / f"{name}.toml")
     report = plot_results(["synth"], out=tmp_path / "figures", root=store)
     runtime = next(f for f in report.figures if f.task == "runtime")
     train = next(f for f in report.figures if f.task == "memorization")
@@ -206,7 +221,7 @@ def test_a_long_list_of_missing_cells_still_lays_out(tmp_path, monkeypatch):
     (tmp_path / "specs" / "big.toml").write_text(
         'task = "runtime"\nconfigs = ["slstm", "2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn"]\n'
         'depths = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\nchannels = 8\n[runtime]\n')
-    monkeypatch.setattr(grid, "SPEC_DIRS", (tmp_path / "specs",))
+    monkeypatch.setattr(grid, "shipped_spec", lambda name: tmp_path / "specs" / f"{name}.toml")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # e.g. "constrained_layout not applied": an unreadable figure
         report = plot_results(["big"], out=tmp_path / "f", root=root)

@@ -1,8 +1,11 @@
-"""``tlstm-bench results``: the store round-trips to a DataFrame and exports as table/csv/markdown/parquet."""
+"""``tlstm-bench results``: one reader, the newest record per cell, tables readable at 80 columns,
+causality marked, and exports (csv, json, markdown, parquet) that read back."""
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -11,76 +14,146 @@ from typer.testing import CliRunner
 from tlstm_bench.cli import app
 from tlstm_bench.errors import UserError
 from tlstm_bench.results import write_record
-from tlstm_bench.sweeps.export import results_frame
+from tlstm_bench.results.frame import read_frame
+from tlstm_bench.results.schema import FIELDS, normalise, record_key
 
 
-def _record(config, depth, *, key, date, ms, version="v1"):
+def _record(config, depth, *, key, date, ms, version="v1", causal=True):
     return {"id": f"{key}-{version}", "key": key, "code_version": version, "sweep": "s", "kind": "runtime",
             "task": "runtime", "config": config, "depth": depth, "seed": 0, "channels": 8, "params": 100,
             "status": "ok", "error": None, "spec": {"kind": "runtime", "config": config, "depth": depth},
             "ms_per_step": ms, "ms_iqr": 0.1, "samples": [ms, ms + 0.5], "implementation": "fused",
             "seq_len": 20, "git_commit": "abc", "git_dirty": False, "torch_version": "2", "device": "cpu",
-            "device_name": "x86_64", "threads": 1, "host": "h", "date": date}
+            "device_name": "x86_64", "threads": 1, "host": "h", "date": date, "causal": causal}
 
 
 @pytest.fixture
-def store(tmp_path):
-    root = tmp_path / "store"
+def folder(tmp_path):
+    """A results folder: store/s holds three records of two cells, store/other one record of an old layout."""
+    root = tmp_path / "results"
     rows = [_record("slstm", 1, key="k1", date="2026-01-01T00:00:00+00:00", ms=1.0),
             _record("slstm", 1, key="k1", date="2026-02-01T00:00:00+00:00", ms=1.5, version="v2"),  # newer code
-            _record("2d", 4, key="k2", date="2026-01-01T00:00:00+00:00", ms=2.0)]
+            _record("3d-ln", 4, key="k2", date="2026-01-01T00:00:00+00:00", ms=2.0, causal=False)]
     for row in rows:
-        write_record(row, "s", root=root, record_id=row["id"])
-    write_record({"config": "3d", "depth": 1, "ms_per_step": 3.0}, "other", root=root, record_id="x")
+        write_record(row, "s", root=root / "store", record_id=row["id"])
+    write_record({"config": "3d", "depth": 1, "ms_per_step": 3.0}, "other", root=root / "store", record_id="x")
     return root
 
 
-def test_store_round_trips_to_a_frame(store):
-    frame = results_frame("s", root=store, all_versions=True)
+def invoke(*args):
+    return CliRunner().invoke(app, ["results", *map(str, args)])
+
+
+def test_one_reader_newest_record_per_cell(folder):
+    store = folder / "store"
+    frame = read_frame("s", root=store, all_versions=True)
     assert len(frame) == 3
-    row = frame[(frame["config"] == "2d")].iloc[0]
+    row = frame[(frame["config"] == "3d-ln")].iloc[0]
     assert row["depth"] == 4 and row["ms_per_step"] == 2.0 and row["samples"] == [2.0, 2.5]
-    assert row["spec"] == {"kind": "runtime", "config": "2d", "depth": 4}
-    latest = results_frame("s", root=store)
+    assert row["spec"] == {"kind": "runtime", "config": "3d-ln", "depth": 4}
+    latest = read_frame("s", root=store)
     assert len(latest) == 2                                              # one row per cell key: the newest
     assert latest[latest["config"] == "slstm"]["ms_per_step"].tolist() == [1.5]
-    assert set(results_frame(None, root=store)["collection"]) == {"s", "other"}
+    both = read_frame(None, root=store)
+    assert set(both["collection"]) == {"s", "other"} and set(FIELDS) <= set(both.columns)
 
 
-def test_unknown_sweep_and_empty_store(store, tmp_path):
-    with pytest.raises(UserError, match="no results for 'nope'.*have: other, s"):
-        results_frame("nope", root=store)
-    with pytest.raises(UserError, match="no records"):
-        results_frame(None, root=tmp_path / "empty")
+def test_old_records_are_read_with_the_missing_fields_filled():
+    old = {"config": "2d", "depth": 1, "ms_per_step": 0.5, "seq_len": 10}   # a `time` record before kind/key/causal
+    record = normalise(old, "timing")
+    assert record["kind"] == "runtime" and record["task"] == "runtime" and record["causal"] is None
+    assert record["key"] == record_key(record) and record["status"] == "ok"
+    assert normalise({**old, "seq_len": 11}, "timing")["key"] != record["key"]   # another measurement
+    assert normalise({"config": "2d", "depth": 1, "metric": "bpc"}, "training")["kind"] == "train"
+    assert old == {"config": "2d", "depth": 1, "ms_per_step": 0.5, "seq_len": 10}  # stored values untouched
 
 
-@pytest.mark.parametrize("fmt", ["csv", "markdown", "parquet"])
-def test_exports_read_back(store, tmp_path, fmt):
-    frame = results_frame("s", root=store)
+def test_unknown_collection_and_empty_store(folder, tmp_path):
+    with pytest.raises(UserError, match="no results for 'nope'.*there: other, s"):
+        read_frame("nope", root=folder / "store")
+    with pytest.raises(UserError, match="no result records"):
+        read_frame(None, root=tmp_path / "empty")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "markdown", "parquet"])
+def test_exports_read_back(folder, tmp_path, fmt):
     out = tmp_path / f"r.{fmt}"
-    result = CliRunner().invoke(app, ["results", "s", "--results-dir", str(store), "--format", fmt, "--out", str(out)])
+    result = invoke("s", "--results-dir", folder, "--format", fmt, "--out", out)
     assert result.exit_code == 0, result.output
     if fmt == "csv":
         back = pd.read_csv(out)
-        assert len(back) == 2 and set(back["config"]) == {"slstm", "2d"}
-        assert json.loads(back[back["config"] == "2d"]["spec"].iloc[0]) == {"kind": "runtime", "config": "2d", "depth": 4}
+        assert len(back) == 2 and set(back["config"]) == {"slstm", "3d-ln"}
+        assert json.loads(back[back["config"] == "3d-ln"]["spec"].iloc[0]) == {"kind": "runtime", "config": "3d-ln",
+                                                                              "depth": 4}
+        assert set(FIELDS) <= set(back.columns)                          # everything
+    elif fmt == "json":
+        back = json.loads(out.read_text())
+        assert len(back) == 2 and {r["config"] for r in back} == {"slstm", "3d-ln"}
+        assert next(r for r in back if r["config"] == "3d-ln")["causal"] is False
     elif fmt == "parquet":
         pytest.importorskip("pyarrow")
         back = pd.read_parquet(out)
-        assert len(back) == 2 and list(back[back["config"] == "2d"]["samples"].iloc[0]) == [2.0, 2.5]
+        assert len(back) == 2 and list(back[back["config"] == "3d-ln"]["samples"].iloc[0]) == [2.0, 2.5]
     else:
         text = out.read_text()
-        assert text.startswith("| sweep | kind |") and text.count("\n") == 4 and "| 2d |" in text
+        assert text.startswith("| collection | kind | task | config |") and text.count("\n") == 4
+        assert "| 3d-ln |" in text and "ms_per_step" in text and "git_commit" not in text
 
 
-def test_table_on_screen_and_errors(store):
-    result = CliRunner().invoke(app, ["results", "s", "--results-dir", str(store)])
+def test_columns_choose_what_is_exported(folder):
+    result = invoke("s", "--results-dir", folder, "--format", "csv", "--columns", "config,depth,ms_per_step")
     assert result.exit_code == 0, result.output
-    assert "2 records of s" in result.output   # (80 columns here: the cells fold, so check the title)
-    text = CliRunner().invoke(app, ["results", "s", "--results-dir", str(store), "--format", "csv"])
-    assert text.exit_code == 0 and text.output.count("\n") == 3
-    for args, message in ((["--format", "xml"], "unknown --format"), (["--format", "parquet"], "give --out"),
+    assert result.stdout.splitlines()[0] == "config,depth,ms_per_step"
+    bad = invoke("s", "--results-dir", folder, "--columns", "config,colour")
+    assert bad.exit_code == 2 and "unknown column 'colour'" in bad.output
+
+
+def test_table_is_readable_at_80_columns_and_marks_a_non_causal_config(folder):
+    result = invoke("s", "--results-dir", folder)                       # CliRunner: an 80-column console
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    header = next(line for line in lines if "config" in line)
+    for name in ("config", "L", "impl", "M", "ms/step", "IQR", "threads", "status"):
+        assert f" {name} " in header                                     # whole headers, not folded
+    row = next(line for line in lines if "3d-ln" in line)
+    assert "3d-ln†" in row and "2.000" in row and "fused" in row
+    assert any(line.startswith("† not causal") for line in lines)       # the footnote says why
+    assert "1.500" in result.output and "1.000" not in result.output    # the newest record of k1
+
+
+def test_wide_shows_every_column_with_a_value(folder):
+    result = invoke("s", "--results-dir", folder, "--wide")
+    assert result.exit_code == 0, result.output
+    assert "git_commit" in result.output and "torch_version" in result.output
+
+
+def test_unknown_causality_is_marked_and_explained(folder):
+    result = invoke("other", "--results-dir", folder)
+    assert result.exit_code == 0, result.output
+    assert "3d?" in result.output and "causality not recorded" in result.output
+
+
+def test_errors_are_one_line_exit_2(folder):
+    for args, message in ((["s", "--format", "xml"], "unknown --format"),
+                          (["s", "--format", "parquet"], "give --out"),
+                          (["s", "--format", "table", "--out", "x.txt"], "for the screen"),
                           (["nope"], "no results for 'nope'")):
-        bad = CliRunner().invoke(app, ["results", *([] if args == ["nope"] else ["s"]), *args,
-                                       "--results-dir", str(store)])
+        bad = invoke(*args, "--results-dir", folder)
         assert bad.exit_code == 2 and message in bad.output and "Traceback" not in bad.output
+
+
+def test_a_store_given_as_the_results_folder_says_what_to_give(folder):
+    bad = invoke("s", "--results-dir", folder / "store")
+    assert bad.exit_code == 2 and "holds records directly" in bad.output and str(folder) in bad.output
+
+
+def test_the_docs_table_lists_exactly_the_schema_fields():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text()
+    rows = text[text.index("| field | kind | meaning |"):].splitlines()[2:]
+    names = set()
+    for line in rows:
+        if not line.startswith("|"):
+            break
+        names.update(re.findall(r"`([a-z0-9_]+)`", line.split("|")[1]))
+    assert names == set(FIELDS)

@@ -3,7 +3,9 @@
 import pytest
 
 from tlstm_bench import build_model
-from tlstm_bench.audit import audit_model, audit_one
+import torch
+
+from tlstm_bench.audit import audit_model, audit_one, causal
 from tlstm_bench.models import CONFIG_NAMES
 
 from model_helpers import KNOB_CONFIGS, perturb
@@ -47,3 +49,27 @@ def test_audit_catches_an_output_read_too_early(config):
     model.depth = 2
     result = audit_model(model, seq_len=6)
     assert not result.separable and result.verdict == "blind to current input"
+
+
+def test_a_deep_real_path_is_not_blindness():
+    """Through L=10 of a random 3D model y_t's dependence on x_t is far below the leak tolerance
+    (about 1e-13 here), but it is a path; blind means exactly 0 (no path)."""
+    result = audit_one("3d", 10)
+    assert result.min_own > 0 and result.separable, result
+
+
+@pytest.mark.parametrize("config, depth, expected", [
+    ("3d-ln", 2, False), ("3d-ln", 1, True), ("3d-cn", 2, True), ("2d-f", 3, True), ("slstm", 2, True),
+    ("tlstm:dims=2,kernel=3,memory_conv=0,norm=ln", 2, False),   # no preset name: measured, not looked up
+    ("tlstm:dims=2,kernel=3,memory_conv=0,norm=cn", 2, True),
+])
+def test_causal_is_measured(config, depth, expected):
+    assert causal(config, depth) is expected
+
+
+def test_causal_leaves_the_random_state_alone():
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    causal("2d-m", 3)
+    assert torch.equal(torch.rand(3), expected)

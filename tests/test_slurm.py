@@ -28,7 +28,7 @@ import pytest
 
 from tlstm_bench.errors import UserError
 from tlstm_bench.sweeps.grid import expand, parse_filters, select
-from tlstm_bench.sweeps.run import make_plan, run_sweep
+from tlstm_bench.sweeps.run import cluster_machine, make_plan, run_sweep
 from tlstm_bench.sweeps.runner import SlurmOptions, run_cells
 from tlstm_bench.sweeps.spec import load_spec
 
@@ -151,9 +151,15 @@ def sweep_name(slurm):
 
 
 def sweep_command(spec: Path, root: Path, *extra: str) -> list[str]:
-    """``tlstm-bench sweep --executor slurm`` with the fake cells, run by this interpreter."""
+    """``tlstm-bench sweep --executor slurm`` with the fake cells, run by this interpreter, writing into
+    the store ``root`` (``<results folder>/store``)."""
+    assert root.name == "store"
     return [sys.executable, "-c", "from tlstm_bench.cli import main; main()", "sweep", str(spec), "--executor",
-            "slurm", "--results-dir", str(root), "--cell-fn", FAKE, "--time-limit", "5", *extra]
+            "slurm", "--results-dir", str(root.parent), "--cell-fn", FAKE, "--time-limit", "5", *extra]
+
+
+# Runtime cells of a SLURM sweep key on the partition (the nodes are unknown when planning).
+SLURM_MACHINE = cluster_machine("slurm", SlurmOptions())
 
 
 def cli_env() -> dict:
@@ -185,7 +191,7 @@ def test_sweep_through_slurm_writes_every_record_once(tmp_path, fake_env, sweep_
     assert done.returncode == 0, done.stdout + done.stderr
     array = submitted_array(done.stdout)
 
-    cells = make_plan(spec, root=root, only=filters, code=CODE).cells
+    cells = make_plan(spec, root=root, only=filters, code=CODE, machine=SLURM_MACHINE).cells
     got = records(root, sweep_name)
     assert len(cells) == 4 and sorted(r["id"] for r in got) == sorted(c.id for c in cells)
     assert all(r["status"] == "ok" and r["error"] is None for r in got), [r["error"] for r in got]
@@ -243,7 +249,7 @@ def test_a_cancelled_job_leaves_its_cell_undone_and_the_sweep_unfinished(tmp_pat
     cwd.mkdir()
     filters = ["config=slstm,2d", "depth=1"]
     only = [word for f in filters for word in ("--only", f)]
-    cells = make_plan(spec, root=root, only=filters, code=CODE).cells
+    cells = make_plan(spec, root=root, only=filters, code=CODE, machine=SLURM_MACHINE).cells
     hung = [c.spec["config"] for c in cells].index("2d")                     # its task in the job array
     log = tmp_path / "sweep.out"
     with open(log, "w") as out:

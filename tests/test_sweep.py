@@ -21,7 +21,7 @@ from tlstm_bench.sweeps import lock as locks
 from tlstm_bench.sweeps.cell import make_record
 from tlstm_bench.sweeps.grid import expand, parse_filters, select
 from tlstm_bench.sweeps.run import make_plan, run_sweep
-from tlstm_bench.sweeps.spec import available_specs, find_spec, load_spec
+from tlstm_bench.sweeps.spec import available_specs, find_spec, load_spec, shipped_dir
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -94,18 +94,21 @@ def test_paper_sweeps_are_literal_and_budget_variants_match(name, channels):
 
 
 def _dry_run(tmp_path, name):
+    """The plan's rows as {column header: cell text}."""
     result = CliRunner().invoke(app, ["sweep", name, "--dry-run", "--results-dir", str(tmp_path)],
                                 env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
-    return [line for line in result.stdout.splitlines() if "│" in line]
+    lines = result.stdout.splitlines()
+    header = [h.strip() for h in next(line for line in lines if "┃" in line).split("┃")[1:-1]]
+    return [dict(zip(header, (c.strip() for c in line.split("│")[1:-1]))) for line in lines if "│" in line]
 
 
 def test_dry_run_addition_is_m_400_and_addition_budget_the_matched_sizes(tmp_path):
     rows = _dry_run(tmp_path, "addition")
-    assert len(rows) == 2 * 7 * 4 and all("M=400" in row and "slstm:" not in row for row in rows)
+    assert len(rows) == 2 * 7 * 4 and all(row["size"] == "M=400" for row in rows)
     rows = _dry_run(tmp_path, "addition-budget")
     assert len(rows) == 2 * 7 * 4
-    sizes = {(row.split("│")[4].strip(), row.split("│")[7].strip()) for row in rows}
+    sizes = {(row["config"], row["size"]) for row in rows}
     assert ("slstm", "slstm:400 -> M=400") in sizes
     assert ("3d", "slstm:400 -> M=187") in sizes and ("2d", "slstm:400 -> M=326") in sizes
     assert not any(size.endswith("M=400") for config, size in sizes if config != "slstm")
@@ -120,9 +123,10 @@ def test_wiki_trains_50_epochs_without_early_stopping():
 
 
 def test_dry_run_wiki_shows_50_epochs_and_no_early_stopping(tmp_path):
-    rows = [row for row in _dry_run(tmp_path, "wiki") if "train" in row]
+    rows = [row for row in _dry_run(tmp_path, "wiki") if row["kind"] == "train"]
     assert len(rows) == 7 * 4
-    assert all("epochs=50" in row and "early_stopping=False" in row and "10M -> M=" in row for row in rows)
+    assert all("50 epochs" in row["settings"] and "early_stopping=False" in row["settings"]
+               and row["size"].startswith("10M -> M=") for row in rows)
 
 
 def test_quick_exercises_every_configuration_and_both_kinds():
@@ -136,7 +140,10 @@ def test_quick_exercises_every_configuration_and_both_kinds():
 
 
 def test_find_spec_by_name_and_path(tmp_path):
-    assert find_spec("quick").resolve() == (REPO / "sweeps" / "quick.toml").resolve()
+    import tlstm_bench
+
+    assert find_spec("quick") == shipped_dir() / "quick.toml"
+    assert shipped_dir().is_relative_to(Path(tlstm_bench.__file__).parent)   # package data, not the checkout
     path = write_spec(tmp_path, RUNTIME_SPEC)
     assert find_spec(str(path)) == path
     with pytest.raises(UserError, match="unknown sweep 'nope'.*quick"):
@@ -253,14 +260,17 @@ def test_only_filters(tmp_path):
         parse_filters(["depth"])
 
 
-def test_code_version_marks_a_dirty_tree(monkeypatch):
-    from tlstm_bench.sweeps import grid
-
-    monkeypatch.delenv("TLSTM_BENCH_CODE_VERSION", raising=False)
-    version = grid.code_version()
-    assert version.startswith("pkg-") or len(version.split("+")[0]) == 40
-    monkeypatch.setenv("TLSTM_BENCH_CODE_VERSION", "pinned")
-    assert grid.code_version() == "pinned"
+def test_runtime_cells_key_on_the_machine_and_training_cells_do_not(tmp_path):
+    text = RUNTIME_SPEC.replace('task = "runtime"', 'task = "memorization"') + \
+        '[train]\npreset = "memorization-small"\nmax_samples = 30\n'
+    spec = load_spec(write_spec(tmp_path, text))
+    here = expand(spec, code="v")
+    other = expand(spec, code="v", machine={"gpu": None, "cpu_model": "another CPU", "cpus": 64})
+    kinds = {c.key: c.kind for c in here}
+    assert here[0].spec["machine"]["cpus"] >= 1 and "cpu_model" in here[0].spec["machine"]
+    shared = {c.key for c in here} & {c.key for c in other}
+    assert shared and all(kinds[k] == "train" for k in shared)             # training: the same cells
+    assert len(shared) == sum(c.kind == "train" for c in here)             # runtime: all different
 
 
 # ---- locks and records -------------------------------------------------------------------------
@@ -343,7 +353,7 @@ def test_dry_run_shows_plan_and_done_cells(tmp_path, fake_env):
     spec = write_spec(tmp_path, RUNTIME_SPEC)
     root = tmp_path / "store"
     run_sweep(spec, root=root, cell_fn=FAKE, only=["config=2d", "depth=1"])
-    result = CliRunner().invoke(app, ["sweep", str(spec), "--dry-run", "--results-dir", str(root)])
+    result = CliRunner().invoke(app, ["sweep", str(spec), "--dry-run", "--results-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "8 cells, 1 done, 0 failed, 0 running elsewhere, 7 to run" in text
@@ -369,7 +379,9 @@ def test_cli_sweep_exit_codes(tmp_path, fake_env, monkeypatch):
 
 
 def _sweep_process(spec: Path, root: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "from tlstm_bench.cli import main; main()", "sweep", str(spec), "--results-dir", str(root),
+    """``tlstm-bench sweep`` in its own process, writing into the store ``root`` (``<folder>/store``)."""
+    assert root.name == "store"
+    return subprocess.Popen([sys.executable, "-m", "tlstm_bench", "sweep", str(spec), "--results-dir", str(root.parent),
                              "--cell-fn", FAKE, *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, env=os.environ.copy())
 

@@ -28,6 +28,12 @@ def test_record_has_documented_fields_and_sane_values():
     assert len(rec["samples"]) == 5 and all(s > 0 for s in rec["samples"])
     assert min(rec["samples"]) <= rec["ms_q25"] <= rec["ms_per_step"] <= rec["ms_q75"] <= max(rec["samples"])
     assert rec["ms_iqr"] == pytest.approx(rec["ms_q75"] - rec["ms_q25"])
+    assert rec["causal"] is True
+
+
+def test_record_says_a_non_causal_model_is_not_causal():
+    rec = measure_runtime("3d-ln", 2, channels=2, seq_len=3, repeats=1, warmup=0, threads=1)
+    assert rec["causal"] is False
     json.dumps(rec)  # storable as it is
 
 
@@ -89,7 +95,7 @@ def test_time_command_json_and_store(tmp_path, monkeypatch):
     for r in records:
         assert {"config", "implementation", "depth", "channels", "seq_len", "device", "threads", "ms_per_step",
                 "samples"} <= r.keys()
-    assert len(list((tmp_path / "timing").glob("*.json"))) == 8
+    assert len(list((tmp_path / "store" / "timing").glob("*.json"))) == 8
 
 
 def test_time_command_table_and_csv(tmp_path, monkeypatch):

@@ -236,9 +236,10 @@ def test_cli_trains_and_saves_the_record(tmp_path):
                                  "--channels", "4", "--max-samples", "60", "--eval-every", "30",
                                  "--results-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    (path,) = (tmp_path / "training").glob("*.json")
+    (path,) = (tmp_path / "store" / "training").glob("*.json")
     record = json.loads(path.read_text())
     assert record["task"] == "memorization" and record["samples_seen"] == 60 and record["status"] == "ok"
+    assert record["causal"] is True
 
 
 def test_cli_errors(tmp_path, monkeypatch):
@@ -261,7 +262,7 @@ def test_cli_exits_1_on_a_nan_and_saves_the_failed_record(tmp_path, monkeypatch)
     result = runner.invoke(app, ["train", "slstm", "--task", "addition", "--digits", "1", "--channels", "4",
                                  "--max-samples", "30", "--results-dir", str(tmp_path)])
     assert "training failed" in one_line_error(result, code=1)
-    (path,) = (tmp_path / "training").glob("*.json")
+    (path,) = (tmp_path / "store" / "training").glob("*.json")
     record = json.loads(path.read_text())
     assert record["status"] == "failed" and record["test_metric"] is None
 

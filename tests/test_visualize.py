@@ -126,13 +126,13 @@ def test_visualize_best_of_a_sweep_picks_the_best_tlstm_checkpoint(checkpoint_di
     for cell_id, acc in accuracy.items():
         (store / "s" / ".checkpoints" / cell_id).mkdir(parents=True)
         shutil.copy(checkpoint_dir / "checkpoint.pt", store / "s" / ".checkpoints" / cell_id / "checkpoint.pt")
-        record = {"id": cell_id, "sweep": "s", "kind": "train", "task": "memorization", "status": "ok",
+        record = {"id": cell_id, "key": cell_id, "sweep": "s", "kind": "train", "task": "memorization", "status": "ok",
                   "config": "slstm" if "slstm" in cell_id else "2d", "depth": 2, "seed": 0, "metric": "accuracy",
                   "test_metric": acc, "samples_to_solve": None}
         (store / "s" / f"{cell_id}.json").write_text(json.dumps(record))
     path, record = best_checkpoint("s", root=store)
     assert record["id"] == "b-2d-good" and path == store / "s" / ".checkpoints" / "b-2d-good" / "checkpoint.pt"
-    result = CliRunner().invoke(app, ["visualize", "--best", "s", "--results-dir", str(store),
+    result = CliRunner().invoke(app, ["visualize", "--best", "s", "--results-dir", str(tmp_path),
                                       "--out", str(tmp_path / "fig")])
     assert result.exit_code == 0, result.output
     assert "b-2d-good" in result.output and (tmp_path / "fig.png").exists()

@@ -152,9 +152,11 @@ def best_checkpoint(sweep: str, *, task: str | None = None, root: "str | Path | 
     """The checkpoint of the best trained tLSTM in a sweep (paper figure 6 draws "the best
     performing tLSTM" of each task): lowest BPC or highest accuracy, then fewest samples to
     solve. Sweep cells keep their checkpoint in ``<store>/<sweep>/.checkpoints/<cell id>/``."""
-    from ..plotting.records import read_records, store_root
+    from ..results.frame import read_frame
+    from ..results.store import workspace
 
-    frame = read_records([sweep], root)
+    store = Path(root) if root is not None else workspace().store
+    frame = read_frame([sweep], root=store)
     rows = frame[(frame["kind"] == "train") & (frame["status"] == "ok") & (frame["config"] != "slstm")]
     if task is not None:
         rows = rows[rows["task"] == task]
@@ -163,7 +165,7 @@ def best_checkpoint(sweep: str, *, task: str | None = None, root: "str | Path | 
     if rows.empty:
         raise UserError(f"no trained tLSTM for {what} in sweep {sweep}; run `tlstm-bench sweep {sweep}` first, "
                         "or give a checkpoint")
-    folder = store_root(root) / sweep / ".checkpoints"
+    folder = store / sweep / ".checkpoints"
     rows = rows[[(folder / str(i) / "checkpoint.pt").is_file() for i in rows["id"]]]
     if rows.empty:
         raise UserError(f"sweep {sweep} has trained tLSTMs for {what} but no checkpoint of them in {folder} "
@@ -228,8 +230,13 @@ def symbol_text(task, tokens) -> list[str]:
     return [str(int(t)) for t in tokens]
 
 
-def visualize(source: str, *, out: "str | Path | None" = None, example: int = 0, **load) -> Visualization:
-    """Run the model on one example and draw figure 6 for it (PNG and PDF)."""
+def visualize(source: str, *, out: "str | Path | None" = None, figures: "str | Path | None" = None,
+              example: int = 0, **load) -> Visualization:
+    """Run the model on one example and draw figure 6 for it (PNG and PDF).
+
+    ``out``: the output path without suffix; default ``<figures>/fig6-<task>-<config>-L<depth>``
+    with ``figures`` the default workspace's ``figures/`` unless given.
+    """
     loaded = load_model(source, **load)
     model, task = loaded.model, loaded.task
     x, target = pick_example(task, example)
@@ -241,7 +248,11 @@ def visualize(source: str, *, out: "str | Path | None" = None, example: int = 0,
     normalised = (diag - diag.min()) / span if span > 0 else np.zeros_like(diag)
     fig = draw(loaded, x[0], target[0], trace.y[0], normalised)
     name = f"fig6-{task.name}-{model.arch.label}-L{model.depth}".replace(":", "_").replace(",", "_").replace("=", "")
-    stem = Path(out) if out is not None else Path("results/figures") / name
+    if out is None:
+        from ..results.store import workspace
+
+        out = Path(figures if figures is not None else workspace().figures) / name
+    stem = Path(out)
     stem = stem.with_suffix("") if stem.suffix in (".png", ".pdf") else stem
     stem.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(stem.with_suffix(".png"), dpi=150, metadata={"Software": None})

@@ -8,4 +8,4 @@ from .app import app
 
 
 def main() -> None:
-    app()
+    app(prog_name="tlstm-bench")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -18,6 +20,11 @@ app = typer.Typer(
 )
 console = Console()
 err_console = Console(stderr=True)
+
+# Every command that reads or writes results takes the same workspace option.
+ResultsDir = Annotated[Optional[Path], typer.Option(
+    "--results-dir", help="Results folder: records in store/, figures in figures/ "
+                          "(default: $TLSTM_BENCH_RESULTS, else ./results).")]
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

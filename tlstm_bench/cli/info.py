@@ -24,15 +24,19 @@ def info(
     seq_len: Annotated[int, typer.Option(help="T, for the count of sequential steps.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Show D, K, P, L, M, the parameter count by component, and the sequential steps.
+    """Show D, K, P, L, M, the parameter count by component, the sequential steps, and
+    whether the model is causal (measured by the separability audit of this configuration
+    at this depth: y_t must not depend on a later input).
 
     With --channels M or --budget slstm:M, also both readings of the paper's "M is 400":
     the count at that M, and the M matched to the count of an sLSTM with it.
     """
+    from ..audit import causal
     from ..models.card import model_card
 
     card = model_card(config, depth, vocab=vocab, input_size=input_size, output_size=output_size,
                       channels=channels, budget=budget, seq_len=seq_len)
+    card["causal"] = causal(card["config"], depth)
     if as_json:
         print(json.dumps(card))
         return
@@ -65,4 +69,5 @@ def info(
     table.add_section()
     table.add_row(f"sequential steps, T={card['seq_len']}",
                   f"{card['sequential_steps']:,} ({card['sequential_steps_formula']})")
+    table.add_row("causal (measured)", "yes" if card["causal"] else "[red]no: y_t sees later inputs[/]")
     console.print(table)

@@ -7,24 +7,28 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app, console, handles_user_errors
+from .app import ResultsDir, app, console, handles_user_errors
 
 
 @app.command()
 @handles_user_errors
 def plot(
     sweeps: Annotated[Optional[list[str]], typer.Argument(help="Sweeps to draw (default: every sweep in the store).")] = None,
-    out: Annotated[Path, typer.Option(help="Folder for the PNG/PDF figures and tables.md.")] = Path("results/figures"),
-    results_dir: Annotated[Optional[Path], typer.Option(help="The results store (default $TLSTM_BENCH_RESULTS or results/store).")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Folder for the PNG/PDF figures and tables.md "
+                                                     "(default: figures/ in the results folder).")] = None,
+    results_dir: ResultsDir = None,
 ) -> None:
     """Draw metric and runtime vs depth per task (PNG and PDF) and the paper's tables (Markdown).
 
     Reads only the results store. Cells of a sweep's grid with no successful record are
-    listed on the figure and here; they do not stop the plot.
+    listed on the figure and here; they do not stop the plot. Points measured not causal
+    are ringed in red and named under the figure.
     """
     from ..plotting import plot_results  # matplotlib is imported only when plotting
+    from ..results.store import workspace
 
-    report = plot_results(sweeps, out=out, root=results_dir)
+    folder = workspace(results_dir)
+    report = plot_results(sweeps, out=out if out is not None else folder.figures, root=folder.store)
     console.print(f"read {report.records} records")
     for fig in report.figures:
         names = ", ".join(str(p) for p in fig.paths) or "nothing to draw"
@@ -35,4 +39,8 @@ def plot(
             console.print(f"  [red]failed: {failed}[/]", highlight=False)
         if fig.unsolved:
             console.print(f"  not solved: {', '.join(fig.unsolved)}", highlight=False)
+        if fig.noncausal:
+            console.print(f"  [red]not causal (ringed; not comparable): {', '.join(fig.noncausal)}[/]", highlight=False)
+        if fig.causal_unknown:
+            console.print(f"  causality not recorded: {', '.join(fig.causal_unknown)}", highlight=False)
     console.print(f"tables: {report.tables}", highlight=False)

@@ -22,7 +22,8 @@ def regress(
     quick: Annotated[bool, typer.Option("--quick", help="The small fixed set CI runs (seconds, not minutes).")] = False,
     update: Annotated[bool, typer.Option("--update", help="Measure and rewrite the baseline instead of checking "
                                                           "(say why in the commit message).")] = False,
-    baseline: Annotated[Optional[str], typer.Option(help="Baseline JSON (default: results/baselines/<device kind>.json).")] = None,
+    baseline: Annotated[Optional[str], typer.Option(help="Baseline JSON (default: the shipped <device kind>.json; "
+                                                          "--update writes <results dir>/baselines/).")] = None,
     device: Annotated[str, typer.Option(help="cpu or cuda (each device kind has its own baseline).")] = "cpu",
     format: Annotated[str, typer.Option(
         "--format", help="table (terminal), markdown (a CI job summary) or json.")] = "table",

@@ -1,4 +1,4 @@
-"""``tlstm-bench results``: the results store as a table, CSV, Markdown or Parquet."""
+"""``tlstm-bench results``: the results store as tables for a reader, or CSV, JSON, Markdown, Parquet."""
 
 from __future__ import annotations
 
@@ -6,52 +6,55 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
+from rich.console import Console
 
 from ..errors import UserError
-from ..results import default_root
-from ..sweeps.export import FORMATS, export, results_frame, shown_columns
-from .app import app, console, handles_user_errors
-
-
-def _text(value) -> str:
-    if value is None or (isinstance(value, float) and value != value):
-        return ""
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+from .app import ResultsDir, app, console, handles_user_errors
 
 
 @app.command()
 @handles_user_errors
 def results(
-    sweep: Annotated[Optional[str], typer.Argument(help="A sweep (collection) name; all of them if left out.")] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, markdown or parquet.")] = "table",
+    sweep: Annotated[Optional[str], typer.Argument(help="A collection: a sweep's name, training or timing "
+                                                        "(default: all).")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, csv, json, markdown or parquet.")] = "table",
     out: Annotated[Optional[Path], typer.Option(help="Write to this file instead of the screen.")] = None,
-    results_dir: Annotated[Optional[Path], typer.Option(help="Results store root (default $TLSTM_BENCH_RESULTS "
-                                                              "or results/store).")] = None,
-    all_versions: Annotated[bool, typer.Option("--all-versions", help="Keep every code version's record of a "
-                                                                       "cell, not only the newest.")] = False,
-    all_columns: Annotated[bool, typer.Option("--all-columns", help="Show every column in table and "
-                                                                     "markdown (csv and parquet always do).")] = False,
+    columns: Annotated[Optional[str], typer.Option(help="Comma-separated columns to show or export "
+                                                        "(any record field, e.g. config,depth,ms_per_step).")] = None,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column that has a value (tables and markdown; csv, "
+                                                      "json and parquet always have every column).")] = False,
+    all_versions: Annotated[bool, typer.Option("--all-versions", help="Keep every record of a cell, not only "
+                                                                       "the newest.")] = False,
+    results_dir: ResultsDir = None,
 ) -> None:
-    """Load every record of the store into one DataFrame and show or export it."""
+    """Show the records: one table per collection and kind, the columns that matter for it.
+
+    A configuration measured not causal at that depth is marked † (its numbers are not
+    comparable); one whose record predates the measurement, ?.
+    """
+    from ..results.export import FORMATS, export
+    from ..results.frame import read_frame
+    from ..results.store import workspace
+    from ..results.view import build_view
+
     if fmt not in FORMATS:
         raise UserError(f"unknown --format {fmt!r}; use one of {', '.join(FORMATS)}")
-    frame = results_frame(sweep, root=results_dir if results_dir is not None else default_root(),
-                          all_versions=all_versions)
-    if fmt == "table" and out is None:
-        columns = list(frame.columns) if all_columns else shown_columns(frame)
-        table = Table(title=f"{len(frame)} records" + (f" of {sweep}" if sweep else ""), title_justify="left")
-        for column in columns:
-            table.add_column(column, overflow="fold")
-        for row in frame[columns].itertuples(index=False):
-            table.add_row(*(_text(v) for v in row))
-        console.print(table)
-        return
+    chosen = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
+    frame = read_frame(sweep, root=workspace(results_dir).store, all_versions=all_versions)
     if fmt == "table":
-        raise UserError("--format table is for the screen; use --format csv, markdown or parquet with --out")
-    text = export(frame, fmt, out, all_columns=all_columns)
+        if out is not None:
+            raise UserError("--format table is for the screen; use --format csv, json, markdown or parquet with --out")
+        view = build_view(frame, columns=chosen, wide=wide)
+        for table in view.tables:
+            if wide:  # as wide as the table needs, not the terminal: the terminal may wrap the lines
+                needed = console.measure(table, options=console.options.update(max_width=100_000)).maximum
+                Console(width=max(console.width, needed)).print(table)
+            else:
+                console.print(table)
+        for note in view.notes:
+            console.print(note, highlight=False)
+        return
+    text = export(frame, fmt, out, columns=chosen, wide=wide)
     if text is not None:
         typer.echo(text, nl=False)
     else:

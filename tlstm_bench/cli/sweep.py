@@ -9,19 +9,19 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UserError
-from ..results import default_root
+from ..results.store import workspace
 from ..sweeps.cell import DEFAULT_CELL_FN
-from ..sweeps.run import make_plan, plan_table, run_sweep, summary_line, summary_table
+from ..sweeps.run import cluster_machine, make_plan, plan_table, run_sweep, summary_line, summary_table
 from ..sweeps.runner import SlurmOptions
-from .app import app, console, handles_user_errors
+from .app import ResultsDir, app, console, handles_user_errors
 
 
 @app.command()
 @handles_user_errors
 def sweep(
-    spec: Annotated[str, typer.Argument(help="A spec name in sweeps/ (quick, runtime, wiki, addition, "
-                                             "memorization, mnist, pmnist; the last four at the paper's M, "
-                                             "NAME-budget budget-matched) or a path to a .toml file.")] = "quick",
+    spec: Annotated[str, typer.Argument(help="A shipped spec (quick, runtime, wiki, addition, memorization, "
+                                             "mnist, pmnist: the last four at the paper's M, NAME-budget "
+                                             "budget-matched) or a path to your own .toml file.")] = "quick",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and which cells are done; run nothing.")] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Cells to run at once (local executor).")] = 1,
     executor: Annotated[str, typer.Option(help="local (subprocesses here) or slurm (submitit jobs).")] = "local",
@@ -29,8 +29,7 @@ def sweep(
         help="Run only cells matching KEY=V1,V2 (keys: kind, config, depth, seed, task, implementation, id, ...); "
              "repeat for more keys (all must match; values of one key are alternatives).")] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Rerun cells whose record says failed.")] = False,
-    results_dir: Annotated[Optional[Path], typer.Option(help="Results store root (default $TLSTM_BENCH_RESULTS "
-                                                              "or results/store).")] = None,
+    results_dir: ResultsDir = None,
     device: Annotated[Optional[str], typer.Option(help="Override the spec's device (cpu, cuda, cuda:N).")] = None,
     data_dir: Annotated[Optional[Path], typer.Option(help="Data files of enwik8 and MNIST (sets "
                                                           "$TLSTM_BENCH_DATA for the cells).")] = None,
@@ -49,19 +48,19 @@ def sweep(
     Each cell runs in its own process with the spec's timeout; a failed cell fails alone, and
     the exit code is 1 if any cell of the sweep has failed (2 for bad input, 130 if interrupted).
     """
-    root = results_dir if results_dir is not None else default_root()
+    root = workspace(results_dir).store
     if data_dir is not None:
         if not data_dir.is_dir():
             raise UserError(f"--data-dir {data_dir} is not a folder; give the folder that holds the data files")
         os.environ["TLSTM_BENCH_DATA"] = str(data_dir.resolve())  # inherited by every cell process and job
     if executor not in ("local", "slurm"):
         raise UserError(f"unknown --executor {executor!r}; use local or slurm")
-    if dry_run:
-        plan = make_plan(spec, root=root, only=only or (), device=device)
-        console.print(plan_table(plan, retry_failed=retry_failed))
-        return
     slurm = SlurmOptions(partition=partition, gpus_per_job=gpus_per_job, time_limit_min=time_limit,
                          array_parallelism=array_parallelism, cpus_per_job=cpus_per_job, cluster=submitit_cluster)
+    if dry_run:
+        plan = make_plan(spec, root=root, only=only or (), device=device, machine=cluster_machine(executor, slurm))
+        console.print(plan_table(plan, retry_failed=retry_failed))
+        return
     summary = run_sweep(spec, root=root, jobs=jobs, executor=executor, only=only or (), retry_failed=retry_failed,
                         device=device, slurm=slurm, cell_fn=cell_fn, console=console)
     table = summary_table(summary)

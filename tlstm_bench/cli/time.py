@@ -14,7 +14,7 @@ from ..errors import UserError
 if TYPE_CHECKING:
     from ..timing import Case
 
-from .app import app, console, err_console, handles_user_errors, parse_int_list
+from .app import ResultsDir, app, console, err_console, handles_user_errors, parse_int_list
 
 CSV_FIELDS = ["config", "implementation", "depth", "channels", "tensor_size", "params", "seq_len", "device",
               "device_name", "threads", "dtype", "repeats", "ms_per_step", "ms_q25", "ms_q75", "ms_iqr"]
@@ -70,10 +70,13 @@ def time_(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of the records.")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print the records as CSV.")] = False,
     store: Annotated[bool, typer.Option(help="Write each record to the results store (collection 'timing').")] = True,
+    results_dir: ResultsDir = None,
 ) -> None:
     """Time forward + loss + backward per timestep, batch 1, warm-up excluded, median and IQR."""
-    from ..results import write_record  # the core is imported here: a torch-free CLI start-up
+    from ..results import workspace, write_record  # the core is imported here: a torch-free CLI start-up
     from ..timing import measure_cases
+
+    folder = workspace(results_dir).store
 
     if as_json and as_csv:
         raise UserError("give at most one of --json and --csv")
@@ -83,7 +86,7 @@ def time_(
     records = measure_cases(cases, channels=channels, budget=budget, vocab=vocab, seq_len=seq_len,
                             device=device, repeats=repeats, warmup=warmup, threads=threads, dtype=dtype,
                             seed=seed, progress=None if quiet else (lambda m: err_console.print(m, style="dim")))
-    paths = [write_record(r, "timing") for r in records] if store else []
+    paths = [write_record(r, "timing", root=folder) for r in records] if store else []
     if as_json:
         print(json.dumps(records))
     elif as_csv:

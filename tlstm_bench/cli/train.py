@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app, console, err_console, fail, handles_user_errors
+from .app import ResultsDir, app, console, err_console, fail, handles_user_errors
 
 
 @app.command()
@@ -51,17 +51,17 @@ def train(
     implementation: Annotated[Optional[str], typer.Option(help="Sequence loop (tLSTM: fast (default), eager, "
                                                                "reference, cuda-graph, triton; sLSTM: fused (default), "
                                                                "wavefront, loop).")] = None,
-    results_dir: Annotated[Optional[Path], typer.Option(help="Results store (default: $TLSTM_BENCH_RESULTS "
-                                                             "or results/store).")] = None,
+    results_dir: ResultsDir = None,
 ) -> None:
-    """Train CONFIG at depth L on a task; save the record under the results store's ``training``.
+    """Train CONFIG at depth L on a task; save the record in the results folder's store/training/.
 
     Exits 1 if the run failed (NaN or infinite loss; the failed record is still saved),
     2 on bad input, 130 when interrupted (rerun with the same --checkpoint-dir to resume).
     """
-    from ..results import write_record
+    from ..results import workspace, write_record
     from ..training import train as train_core
 
+    store = workspace(results_dir).store  # a bad folder fails before training, not after
     options = {"digits": digits, "symbols": symbols, "seq_len": seq_len, "source": source,
                "perm_seed": perm_seed, "path": data}
     try:
@@ -74,7 +74,7 @@ def train(
                             **{k: v for k, v in options.items() if v is not None})
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    path = write_record(record, "training", root=results_dir)
+    path = write_record(record, "training", root=store)
     console.print(f"record saved to {path}", highlight=False)
     if record["status"] != "ok":
         raise fail(f"training failed: {record['error']}", 1)

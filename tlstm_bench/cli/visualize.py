@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app, console, err_console, handles_user_errors
+from .app import ResultsDir, app, console, err_console, handles_user_errors
 
 
 @app.command()
@@ -18,7 +18,7 @@ def visualize(
         help="A training checkpoint (checkpoint.pt or its folder) or a tLSTM configuration (2d, 3d-cn, tlstm:...).")] = None,
     best: Annotated[Optional[str], typer.Option(
         help="Instead of CHECKPOINT_OR_CONFIG: the best trained tLSTM of this sweep (its cell checkpoint).")] = None,
-    results_dir: Annotated[Optional[Path], typer.Option(help="Results store for --best (default $TLSTM_BENCH_RESULTS or results/store).")] = None,
+    results_dir: ResultsDir = None,
     task: Annotated[Optional[str], typer.Option(help="Task of the example (a configuration's default: memorization).")] = None,
     task_option: Annotated[Optional[list[str]], typer.Option(
         "--task-option", help="A task option KEY=VALUE, repeatable (symbols=5, digits=3, source=digits).")] = None,
@@ -28,7 +28,8 @@ def visualize(
     state_dict: Annotated[Optional[Path], typer.Option(help="Weights for a configuration (a state_dict file).")] = None,
     example: Annotated[int, typer.Option(help="Which example: the n-th test sample (algorithmic tasks) or a seed.")] = 0,
     out: Annotated[Optional[Path], typer.Option(help="Output path without suffix; .png and .pdf are written "
-                                                     "(default results/figures/fig6-<task>-<config>-L<depth>).")] = None,
+                                                     "(default figures/fig6-<task>-<config>-L<depth> in the "
+                                                     "results folder).")] = None,
 ) -> None:
     """Draw the channel mean of the memory cell along the tensor diagonal over time (paper figure 6).
 
@@ -37,15 +38,17 @@ def visualize(
     from ..analysis.visualize import best_checkpoint, parse_task_options
     from ..analysis.visualize import visualize as draw_visualization
     from ..errors import UserError
+    from ..results.store import workspace
 
+    folder = workspace(results_dir)
     if (source is None) == (best is None):
         raise UserError("give a checkpoint or configuration, or --best SWEEP (one of them)")
     if best is not None:
-        path, record = best_checkpoint(best, task=task, root=results_dir)
+        path, record = best_checkpoint(best, task=task, root=folder.store)
         console.print(f"best tLSTM in sweep {best}: {record['config']} L={int(record['depth'])} on {record['task']}, "
                       f"test {record['metric']} {record['test_metric']:.4g}", highlight=False)
         source, task = str(path), None
-    result = draw_visualization(source, out=out, example=example, task=task,
+    result = draw_visualization(source, out=out, figures=folder.figures, example=example, task=task,
                                 task_options=parse_task_options(task_option), depth=depth, channels=channels,
                                 budget=budget, state_dict=state_dict)
     for note in result.notes:

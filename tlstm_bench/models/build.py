@@ -9,7 +9,7 @@ from .slstm import SLSTM, SLSTM_IMPLEMENTATIONS
 from .tlstm import TLSTM, TLSTM_IMPLEMENTATIONS
 
 
-# The fastest path measured on a CPU for each kind (README, "Runtime"); each is tested
+# The fastest path measured on a CPU for each kind (results/evidence/REPORT.md); each is tested
 # against the slow oracle for outputs and gradients.
 DEFAULT_IMPLEMENTATION = {"tlstm": "fast", "slstm": "fused"}
 

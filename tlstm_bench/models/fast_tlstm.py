@@ -17,7 +17,7 @@ Python and autograd overhead taken out of the per-timestep loop:
 * the cross-layer convolution is a gather of each location's K^(D-1) window
   (``index_select`` with the model's ``hidden_index``) and one ``addmm``. This was chosen
   by measurement over ``conv1d`` (2D) and unfold + matmul: see ``benchmarks/conv_choice.py``
-  and the README's runtime section. The gather works for any D and K.
+  and the evidence report (results/evidence/REPORT.md). The gather works for any D and K.
 
 It handles every configuration the knobs allow (any D >= 2, K >= 2, memory convolution
 on or off, norm none/ln/cn), any batch, float32/float64, CPU or CUDA. It does not

@@ -10,12 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..results.frame import read_frame
+from ..results.store import workspace
 from .figures import TaskFigure, draw_task
 from .grid import sweep_file_grid
-from .records import read_records, store_root
 from .tables import write_tables
 
-__all__ = ["PlotReport", "TaskFigure", "plot_results", "read_records"]
+__all__ = ["PlotReport", "TaskFigure", "plot_results"]
 
 
 @dataclass
@@ -27,22 +28,24 @@ class PlotReport:
     records: int = 0
 
 
-def plot_results(sweeps: "list[str] | None" = None, *, out: "str | Path" = "results/figures",
+def plot_results(sweeps: "list[str] | None" = None, *, out: "str | Path | None" = None,
                  root: "str | Path | None" = None) -> PlotReport:
-    """Draw one figure per sweep and task, and the paper's tables, under ``out``.
+    """Draw one figure per collection and task, and the paper's tables, under ``out``.
 
     Args:
-        sweeps: the sweeps (store collections) to draw; default every sweep in the store.
-        out: the folder for ``<sweep>[-<task>].png/.pdf`` and ``tables.md``.
-        root: the results store (default ``$TLSTM_BENCH_RESULTS`` or ``results/store``).
+        sweeps: the collections of the store to draw (sweep names, ``training``,
+            ``timing``); default every one.
+        out: the folder for ``<sweep>[-<task>].png/.pdf`` and ``tables.md`` (default: the
+            default workspace's ``figures/``).
+        root: the results store (default: the default workspace's ``store/``).
 
     Raises UserError when there are no records to draw.
     """
-    out = Path(out)
-    frame = read_records(sweeps, store_root(root))
+    out = Path(out) if out is not None else workspace().figures
+    frame = read_frame(sweeps, root=root if root is not None else workspace().store)
     report = PlotReport(records=len(frame))
-    for sweep in dict.fromkeys(frame["sweep"]):
-        rows = frame[frame["sweep"] == sweep]
+    for sweep in dict.fromkeys(frame["collection"]):
+        rows = frame[frame["collection"] == sweep]
         expected = sweep_file_grid(sweep)
         for task in sorted(rows["task"].unique(), key=lambda t: (t != "runtime", t)):
             report.figures.append(draw_task(rows[rows["task"] == task], sweep, task, out, expected))

@@ -23,7 +23,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator
 
-from .grid import cell_status, config_order
+from ..results.frame import config_order
+from ..results.view import NOT_CAUSAL, UNKNOWN_CAUSAL
+from .grid import cell_status
 
 # The seven configurations keep one colour and marker in every figure (SPEC section 6 order).
 CONFIG_STYLES = {
@@ -61,7 +63,35 @@ class TaskFigure:
     missing: list[str] = field(default_factory=list)  # "train 3d-ln L=4": no record at all
     failed: list[str] = field(default_factory=list)  # "runtime 2d L=7: <error>": only failed records
     unsolved: list[str] = field(default_factory=list)  # algorithmic cells that never reached 100%
+    noncausal: list[str] = field(default_factory=list)  # "train 3d-ln L=2": measured not causal
+    causal_unknown: list[str] = field(default_factory=list)  # records that predate the causal field
     lines: list[str] = field(default_factory=list)  # the legend's labels, one per line drawn
+
+
+@dataclass
+class _Lines:
+    """The legend's handles, and which (config, depth) points are measured not causal."""
+
+    causal: dict[tuple[str, int], "bool | None"]
+    handles: dict[str, Line2D] = field(default_factory=dict)
+
+    def mark(self, config: str) -> str:
+        values = [v for (c, _), v in self.causal.items() if c == config]
+        if any(v is False for v in values):
+            return NOT_CAUSAL
+        return UNKNOWN_CAUSAL if any(v is None for v in values) else ""
+
+
+def causal_cells(rows: pd.DataFrame) -> dict[tuple[str, int], "bool | None"]:
+    """(config, depth) -> False if any record says not causal, None if any lacks the field, else True."""
+    cells: dict[tuple[str, int], "bool | None"] = {}
+    for config, depth, value in zip(rows["config"], rows["depth"], rows["causal"]):
+        if pd.isna(depth):
+            continue
+        key, value = (config, int(depth)), (value if isinstance(value, (bool, np.bool_)) else None)
+        old = cells.get(key, True)
+        cells[key] = False if (old is False or value is False) else (None if (old is None or value is None) else True)
+    return cells
 
 
 def figure_name(sweep: str, task: str) -> str:
@@ -96,6 +126,8 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
         result.failed += [f"{kind} {c} L={d}: {status.errors[c, d]}" for c, d in status.failed]
     if len(train) and _is_accuracy(train):
         result.unsolved = unsolved_cells(train)
+    lines = _Lines(causal_cells(rows[rows["status"] == "ok"]))
+    _list_causality(result, train, runtime)
 
     width = 4.6 * len(panels) + 1.6  # inches: the panels and the legend
     note = _note(result, int(width * NOTE_CHARS_PER_INCH))
@@ -103,16 +135,15 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
     fig = Figure(figsize=(width, 4.3 + 0.2 * note_lines), layout="constrained")
     grid = fig.add_gridspec(2 if note else 1, len(panels),
                             height_ratios=[4.3, 0.2 * note_lines] if note else [1])
-    handles: dict[str, Line2D] = {}
     for i, (panel, part) in enumerate(panels):
         ax = fig.add_subplot(grid[0, i])
         status = statuses["train" if panel != "runtime" else "runtime"]
         if panel == "runtime":
-            _runtime_panel(ax, part, handles)
+            _runtime_panel(ax, part, lines)
         elif panel == "samples":
-            _samples_panel(ax, part, handles, result.unsolved)
+            _samples_panel(ax, part, lines, result.unsolved)
         else:
-            _metric_panel(ax, part, handles)
+            _metric_panel(ax, part, lines)
         depths = sorted(set(status.depths))
         ax.set_xlabel("depth L")
         ax.xaxis.set_major_locator(FixedLocator(depths))
@@ -120,7 +151,9 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
             pad = max(0.3, 0.06 * (depths[-1] - depths[0]))
             ax.set_xlim(depths[0] - pad, depths[-1] + pad)
         ax.grid(True, alpha=0.3)
-    result.lines = sorted(handles, key=lambda label: config_order(label.split(" ")[0]) + (label,))
+    handles = lines.handles
+    result.lines = sorted(handles, key=lambda label: config_order(label.split(" ")[0].rstrip(NOT_CAUSAL + UNKNOWN_CAUSAL))
+                          + (label,))
     if handles:
         fig.legend([handles[k] for k in result.lines], result.lines, loc="outside right upper", fontsize="small",
                    title="configuration")
@@ -145,8 +178,17 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
     return result
 
 
+def _list_causality(result: TaskFigure, train: pd.DataFrame, runtime: pd.DataFrame) -> None:
+    """Name the cells measured not causal, and those whose records predate the measurement."""
+    for kind, part in (("train", train), ("runtime", runtime)):
+        cells = causal_cells(part[part["status"] == "ok"])
+        for (config, depth), value in sorted(cells.items(), key=lambda item: (config_order(item[0][0]), item[0][1])):
+            if value is not True:
+                (result.noncausal if value is False else result.causal_unknown).append(f"{kind} {config} L={depth}")
+
+
 # ---- panels --------------------------------------------------------------------------
-def _metric_panel(ax, rows: pd.DataFrame, handles) -> None:
+def _metric_panel(ax, rows: pd.DataFrame, lines: _Lines) -> None:
     ok = rows[rows["status"] == "ok"]
     column = "test_metric" if ok["test_metric"].notna().any() else "valid_metric"
     accuracy = _is_accuracy(rows)
@@ -158,7 +200,7 @@ def _metric_panel(ax, rows: pd.DataFrame, handles) -> None:
             continue
         seeds |= bool((stats["count"] > 1).any())
         err = (stats["std"] * scale).fillna(0).to_numpy() if (stats["count"] > 1).any() else None
-        _line(ax, handles, config, None, stats.index.to_numpy(), stats["mean"].to_numpy() * scale, err)
+        _line(ax, lines, config, None, stats.index.to_numpy(), stats["mean"].to_numpy() * scale, err)
     split = "test" if column == "test_metric" else "validation"
     shown = ok[column].dropna() * scale
     if accuracy and len(shown):  # keep a flat or near-100% curve readable: pad, but stay within 0..100
@@ -173,7 +215,7 @@ def _metric_panel(ax, rows: pd.DataFrame, handles) -> None:
     _empty_note(ax, ok, column)
 
 
-def _samples_panel(ax, rows: pd.DataFrame, handles, unsolved: list[str]) -> None:
+def _samples_panel(ax, rows: pd.DataFrame, lines: _Lines, unsolved: list[str]) -> None:
     ok = rows[(rows["status"] == "ok") & rows["samples_to_solve"].notna()]
     seeds = False
     for config, part in _by_config(ok):
@@ -182,7 +224,7 @@ def _samples_panel(ax, rows: pd.DataFrame, handles, unsolved: list[str]) -> None
         err = None
         if (stats["count"] > 1).any():
             err = np.array([stats["median"] - stats["min"], stats["max"] - stats["median"]])
-        _line(ax, handles, config, None, stats.index.to_numpy(), stats["median"].to_numpy(), err)
+        _line(ax, lines, config, None, stats.index.to_numpy(), stats["median"].to_numpy(), err)
     values = ok["samples_to_solve"]
     if len(values) and values.min() > 0 and values.max() / values.min() > 20:
         ax.set_yscale("log")
@@ -197,7 +239,7 @@ def _samples_panel(ax, rows: pd.DataFrame, handles, unsolved: list[str]) -> None
     _empty_note(ax, ok, "samples_to_solve", "no cell solved the task")
 
 
-def _runtime_panel(ax, rows: pd.DataFrame, handles) -> None:
+def _runtime_panel(ax, rows: pd.DataFrame, lines: _Lines) -> None:
     ok = rows[(rows["status"] == "ok") & rows["ms_per_step"].notna()]
     spread = False
     for config, part in _by_config(ok):
@@ -210,7 +252,7 @@ def _runtime_panel(ax, rows: pd.DataFrame, handles) -> None:
                 depths.append(depth), mid.append(m), low.append(m - lo), high.append(hi - m)
             has_spread = any(v > 0 for v in low + high)
             spread |= has_spread
-            _line(ax, handles, config, impl if several else None, np.array(depths), np.array(mid),
+            _line(ax, lines, config, impl if several else None, np.array(depths), np.array(mid),
                   np.array([low, high]) if has_spread else None, style=IMPLEMENTATION_STYLES[k % 4])
     ax.set_ylabel("ms per timestep (forward + backward)")
     seq = sorted({int(v) for v in ok["seq_len"].dropna()}) if "seq_len" in ok else []
@@ -263,11 +305,12 @@ def _style(config: str) -> tuple[str, str]:
     return OTHER_COLOURS[sum(map(ord, config)) % len(OTHER_COLOURS)], "X"
 
 
-def _line(ax, handles, config, implementation, x, y, err, *, style="-") -> None:
+def _line(ax, lines: _Lines, config, implementation, x, y, err, *, style="-") -> None:
     colour, marker = _style(config)
-    label = f"{config} ({implementation})" if implementation else config
+    label = config + lines.mark(config) + (f" ({implementation})" if implementation else "")
     order = np.argsort(x)
     x, y = x[order], y[order]
+    noncausal = np.array([lines.causal.get((config, int(d))) is False for d in x], dtype=bool)
     # Dodge: shift each configuration a little along x so equal values do not hide each other.
     rank = config_order(config)[0] + (0.5 if implementation and style != "-" else 0.0)
     x = x + (rank - 3) * DODGE * max(1.0, float(np.ptp(x)) if len(x) else 1.0)
@@ -275,7 +318,9 @@ def _line(ax, handles, config, implementation, x, y, err, *, style="-") -> None:
         err = err[..., order]
     container = ax.errorbar(x, y, yerr=err, color=colour, marker=marker, linestyle=style, capsize=3,
                             markersize=5, linewidth=1.4, label=label)
-    handles.setdefault(label, container.lines[0])
+    if noncausal.any():  # a red ring: this point's model sees later inputs (not comparable)
+        ax.scatter(x[noncausal], y[noncausal], s=160, facecolors="none", edgecolors="red", linewidths=1.6, zorder=5)
+    lines.handles.setdefault(label, container.lines[0])
 
 
 def _empty_note(ax, rows, column, text="no successful cells") -> None:
@@ -321,11 +366,17 @@ def device_line(rows: pd.DataFrame) -> str:
 
 def _note(result: TaskFigure, width: int) -> str:
     lines = []
+    if result.noncausal:
+        lines.append(f"{NOT_CAUSAL} red ring: not causal ({', '.join(result.noncausal)}): y_t depends on later "
+                     "inputs (measured by the separability audit), so these numbers are not comparable.")
+    if result.causal_unknown:
+        lines.append(f"{UNKNOWN_CAUSAL} causality not recorded for {len(result.causal_unknown)} cells (records "
+                     "older than the field); `tlstm-bench info CONFIG --depth L --json` measures it.")
     if result.missing:
         lines.append(f"missing cells (no record): {', '.join(result.missing)}")
     if result.failed:
         lines.append("failed cells: " + "; ".join(f.split(":")[0] for f in result.failed))
     wrapped = [w for line in lines for w in textwrap.wrap(line, width)]
-    if len(wrapped) > 4:
-        wrapped = wrapped[:4] + ["... (the full list is printed by tlstm-bench plot)"]
+    if len(wrapped) > 6:
+        wrapped = wrapped[:6] + ["... (the full list is printed by tlstm-bench plot)"]
     return "\n".join(wrapped)

@@ -1,7 +1,7 @@
 """Which cells of a sweep's grid (configuration x depth) a figure has, lacks, or saw fail.
 
-The expected grid is the union of: the sweep's spec file (``sweeps/<sweep>.toml``, its
-``configs`` and ``depths`` for the ``[train]`` / ``[runtime]`` table) when there is one; a
+The expected grid is the union of: the sweep's shipped spec file (its ``configs`` and
+``depths`` for the ``[train]`` / ``[runtime]`` table) when the sweep is one; a
 grid named in the records' ``spec``; and every configuration x every depth that appears in
 the records (so a hole in the middle of the grid is reported even without a spec file).
 """
@@ -14,16 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
-SPEC_DIRS = (Path("sweeps"), Path(__file__).resolve().parents[2] / "sweeps")  # as tlstm_bench.sweeps looks
+from ..results.frame import config_order
+from ..sweeps.spec import shipped_spec
 
-# SPEC section 6 order; knob strings and other names sort after these.
-CONFIG_ORDER = ("slstm", "2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn")
 CONFIG_KEYS = ("configs", "configurations", "config")
 DEPTH_KEYS = ("depths", "depth")
-
-
-def config_order(config: str) -> tuple:
-    return (CONFIG_ORDER.index(config), "") if config in CONFIG_ORDER else (len(CONFIG_ORDER), config)
 
 
 @dataclass
@@ -61,29 +56,27 @@ def spec_grid(spec, kind: str) -> tuple[list[str], list[int]]:
         return [], []
 
 
-def sweep_file_grid(sweep: str) -> dict[str, tuple[list[str], list[int]]]:
-    """{kind: (configs, depths)} from ``sweeps/<sweep>.toml``; {} when there is no readable file."""
-    for folder in SPEC_DIRS:
-        path = folder / f"{sweep}.toml"
-        if not path.is_file():
+def sweep_file_grid(sweep: str, path: "Path | None" = None) -> dict[str, tuple[list[str], list[int]]]:
+    """{kind: (configs, depths)} from the shipped spec of ``sweep`` (or ``path``); {} when none is readable."""
+    path = path if path is not None else shipped_spec(sweep)
+    if path is None or not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+    grid = {}
+    for kind in ("train", "runtime"):
+        table = data.get(kind)
+        if not isinstance(table, dict):
             continue
+        configs = table.get("configs", data.get("configs"))
+        depths = table.get("depths", data.get("depths"))
         try:
-            data = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError):
-            return {}
-        grid = {}
-        for kind in ("train", "runtime"):
-            table = data.get(kind)
-            if not isinstance(table, dict):
-                continue
-            configs = table.get("configs", data.get("configs"))
-            depths = table.get("depths", data.get("depths"))
-            try:
-                grid[kind] = ([str(c) for c in _as_list(configs)], [int(d) for d in _as_list(depths)])
-            except (TypeError, ValueError):
-                continue
-        return grid
-    return {}
+            grid[kind] = ([str(c) for c in _as_list(configs)], [int(d) for d in _as_list(depths)])
+        except (TypeError, ValueError):
+            continue
+    return grid
 
 
 def cell_status(rows: pd.DataFrame, kind: str, expected: "tuple[list[str], list[int]] | None" = None) -> CellStatus:

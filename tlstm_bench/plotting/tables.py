@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .figures import accuracy_scale, device_line
-from .grid import config_order
+from ..results.frame import config_order
+from ..results.view import NOT_CAUSAL, NOT_CAUSAL_NOTE, UNKNOWN_CAUSAL, UNKNOWN_CAUSAL_NOTE, config_mark
+from .figures import accuracy_scale, causal_cells, device_line
 from .paper import PAPER_SETTINGS, PAPER_TABLES
 
 # Task names as the task and sweep modules spell them (aliases tolerated).
@@ -54,7 +55,7 @@ def table1(train: pd.DataFrame) -> str:
     for (sweep, config), cell in ours.items():
         label = f"{PAPER_NAMES.get(config, config)} (M={cell['channels']})"
         rows.append([label, f"ours ({sweep})", cell["value"], cell["params"]])
-    return _section(spec, ["model", "source", *spec["columns"]], rows, train, [WIKI_TASKS])
+    return _section(spec, ["model", "source", *spec["columns"]], rows, train, [WIKI_TASKS], _marks(ours))
 
 
 def table2(train: pd.DataFrame) -> str:
@@ -69,7 +70,8 @@ def table2(train: pd.DataFrame) -> str:
             cell = best.get(key)
             cells += [cell["value"], cell["samples"]] if cell else ["-", "-"]
         rows.append([PAPER_NAMES.get(config, config), f"ours ({sweep})", *cells])
-    return _section(spec, ["model", "source", *spec["columns"]], rows, train, [ADDITION_TASKS, MEMORIZATION_TASKS])
+    return _section(spec, ["model", "source", *spec["columns"]], rows, train, [ADDITION_TASKS, MEMORIZATION_TASKS],
+                    _marks(addition, memorization))
 
 
 def table3(train: pd.DataFrame) -> str:
@@ -81,12 +83,21 @@ def table3(train: pd.DataFrame) -> str:
         sweep, config = key
         cells = [b[key]["value"].replace("%", "") if key in b else "-" for b in (mnist, pmnist)]
         rows.append([PAPER_NAMES.get(config, config), f"ours ({sweep})", *cells])
-    return _section(spec, ["model", "source", *spec["columns"]], rows, train, [MNIST_TASKS, PMNIST_TASKS])
+    return _section(spec, ["model", "source", *spec["columns"]], rows, train, [MNIST_TASKS, PMNIST_TASKS],
+                    _marks(mnist, pmnist))
 
 
 # ---- helpers -------------------------------------------------------------------------
+def _marks(*bests: dict) -> set[str]:
+    return {cell["mark"] for best in bests for cell in best.values()}
+
+
 def _best(train: pd.DataFrame, tasks: tuple[str, ...], *, lower_is_better: bool) -> dict:
-    """{(sweep, config): formatted best cell} over the records of ``tasks``."""
+    """{(sweep, config): formatted best cell} over the records of ``tasks``.
+
+    A best cell measured not causal keeps its place but carries the marker (see the note
+    under each table): its number is not comparable.
+    """
     rows = train[train["task"].isin(tasks)]
     column = "test_metric" if rows["test_metric"].notna().any() else "valid_metric"
     rows = rows[rows[column].notna()]
@@ -95,7 +106,7 @@ def _best(train: pd.DataFrame, tasks: tuple[str, ...], *, lower_is_better: bool)
     accuracy = not lower_is_better
     scale = accuracy_scale(rows[column]) if accuracy else 1.0
     best = {}
-    for (sweep, config), part in rows.groupby(["sweep", "config"], sort=False):
+    for (sweep, config), part in rows.groupby(["collection", "config"], sort=False):
         cells = []
         for depth, cell in part.groupby("depth"):
             values = cell[column].astype(float) * scale
@@ -105,6 +116,7 @@ def _best(train: pd.DataFrame, tasks: tuple[str, ...], *, lower_is_better: bool)
                 "n": len(values), "channels": _first_int(cell["channels"]), "params": _first_int(cell["params"]),
                 "solved": len(solved), "samples": solved.mean() if len(solved) else math.inf,
                 "seen": _first_int(cell["samples_seen"].sort_values(ascending=False)) if "samples_seen" in cell else None,
+                "mark": config_mark(causal_cells(cell).get((config, int(depth)))),
             })
         if lower_is_better:
             top = min(cells, key=lambda c: (c["mean"], c["depth"]))
@@ -119,12 +131,12 @@ def _format(cell: dict, accuracy: bool) -> dict:
     value = f"{cell['mean']:.{digits}f}" + (f" +- {cell['sd']:.{digits}f}" if cell["sd"] is not None else "")
     if accuracy:
         value += "%"
-    value += f" (L={cell['depth']}" + (f", {cell['n']} seeds)" if cell["n"] > 1 else ")")
+    value += f" (L={cell['depth']}" + (f", {cell['n']} seeds)" if cell["n"] > 1 else ")") + cell["mark"]
     if math.isinf(cell["samples"]):
         samples = "not solved" + (f" in {count_text(cell['seen'])}" if cell["seen"] else "")
     else:
         samples = count_text(cell["samples"]) + (f" ({cell['solved']}/{cell['n']} solved)" if cell["solved"] < cell["n"] else "")
-    return {"depth": cell["depth"], "value": value, "samples": samples,
+    return {"depth": cell["depth"], "value": value, "samples": samples, "mark": cell["mark"],
             "channels": cell["channels"] if cell["channels"] is not None else "?",
             "params": count_text(cell["params"]) if cell["params"] is not None else "?"}
 
@@ -144,8 +156,10 @@ def count_text(n: float) -> str:
 
 
 def _section(spec: dict, header: list[str], rows: list[list[str]], train: pd.DataFrame,
-             task_groups: list[tuple[str, ...]]) -> str:
+             task_groups: list[tuple[str, ...]], marks: set[str]) -> str:
     lines = [f"## {spec['title']}", "", markdown_table(header, rows), ""]
+    lines += [note + "\n" for mark, note in ((NOT_CAUSAL, NOT_CAUSAL_NOTE), (UNKNOWN_CAUSAL, UNKNOWN_CAUSAL_NOTE))
+              if mark in marks]
     tasks = [t for group in task_groups for t in group]
     mine = train[train["task"].isin(tasks)]
     if mine.empty:
@@ -153,7 +167,7 @@ def _section(spec: dict, header: list[str], rows: list[list[str]], train: pd.Dat
         lines.append(f"Ours: no records for {wanted} in the selected sweeps "
                      f"(run `tlstm-bench sweep {task_groups[0][0]}`).")
     else:
-        for (sweep, task), part in mine.groupby(["sweep", "task"]):
+        for (sweep, task), part in mine.groupby(["collection", "task"]):
             lines.append(f"Ours ({sweep}, {task}): {_settings(part)}; {device_line(part)}; git {_commits(part)}.")
     settings = "; ".join(f"{group[0]}: {PAPER_SETTINGS[group[0]]}" for group in task_groups if group[0] in PAPER_SETTINGS)
     lines += ["", f"Paper rows: {spec['source']}. The paper's sweep settings: {settings}.", ""]

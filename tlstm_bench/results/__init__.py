@@ -1,6 +1,19 @@
-"""The results store: one JSON record per measurement or cell, with provenance."""
+"""The results layer: the workspace, the record schema, the store, one reader, exports.
 
-from .provenance import code_version, provenance
-from .store import default_root, load_records, records_frame, write_record
+* :mod:`.store`: the workspace folder (``--results-dir``, ``$TLSTM_BENCH_RESULTS``, ``./results``)
+  and its store of JSON records, written atomically;
+* :mod:`.schema`: what a record holds (a typed definition; ``docs/results.md`` has the table);
+* :mod:`.frame`: the one reader (records -> DataFrame, newest record per cell);
+* :mod:`.view`, :mod:`.export`: tables for a reader, CSV/JSON/Markdown/Parquet;
+* :mod:`.provenance`: the code version (a hash of the package source), git, machine.
 
-__all__ = ["code_version", "default_root", "load_records", "provenance", "records_frame", "write_record"]
+Importing this package does not import torch or pandas; :mod:`.frame`, :mod:`.view` and
+:mod:`.export` import pandas.
+"""
+
+from .provenance import code_version, git_info, provenance
+from .schema import Record
+from .store import Workspace, default_root, load_records, read_record, workspace, write_record
+
+__all__ = ["Record", "Workspace", "code_version", "default_root", "git_info", "load_records", "provenance",
+           "read_record", "workspace", "write_record"]

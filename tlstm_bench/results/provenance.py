@@ -1,40 +1,114 @@
-"""Where a result came from: code version, library versions, machine, device, date."""
+"""Where a result came from: the code, the libraries, the machine, the date.
+
+Two different questions, answered separately:
+
+* **Which code computed it?** :func:`code_version`: a hash of the *content* of the
+  package's source files (``tlstm_bench/**/*.py``), so a commit that touches only docs,
+  results or tests leaves it unchanged, and an edit to the package changes it whether or
+  not it is committed. Sweep cells put it into their id (a finished cell stays finished
+  across such commits). It works the same in a git checkout and in an installed wheel.
+* **Where does that code live?** :func:`git_info`: the git commit and dirty flag of the
+  checkout the package runs from, kept in every record as provenance; ``None`` for both
+  when the package is not a tracked part of a git checkout (a wheel in site-packages,
+  even inside a venv that sits in some checkout).
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
 import functools
+import hashlib
 import os
 import platform
 import socket
 import subprocess
+from importlib import resources
 from pathlib import Path
 
 from .. import __version__
 
-_REPO = Path(__file__).resolve().parents[2]
-CODE_PATHS = ("tlstm_bench", "benchmarks", "sweeps", "pyproject.toml")
+ENV_CODE_VERSION = "TLSTM_BENCH_CODE_VERSION"
 
 
-def _git(*args: str) -> str | None:
+def package_dir() -> Path:
+    """The folder this package's source files are in (never a folder above it)."""
+    return Path(str(resources.files("tlstm_bench")))
+
+
+def source_files(root: "Path | None" = None) -> list[Path]:
+    """Every ``.py`` file of the package, sorted by its path inside the package."""
+    root = root or package_dir()
+    return sorted((p for p in root.rglob("*.py") if "__pycache__" not in p.parts),
+                  key=lambda p: p.relative_to(root).as_posix())
+
+
+def source_hash(root: "Path | None" = None) -> str:
+    """sha256 over (relative path, content) of every source file, 12 hex digits."""
+    root = root or package_dir()
+    digest = hashlib.sha256()
+    for path in source_files(root):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=1)
+def _source_hash_cached() -> str:
+    return source_hash()
+
+
+def code_version() -> str:
+    """``<package version>+src.<hash of the package's source>``; ``$TLSTM_BENCH_CODE_VERSION`` pins it.
+
+    Pin it only to keep ids across a code change you know does not alter results.
+    """
+    pinned = os.environ.get(ENV_CODE_VERSION)
+    if pinned:
+        return pinned
+    return f"{__version__}+src.{_source_hash_cached()}"
+
+
+def _git(folder: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(_REPO), *args], capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
 
 
 @functools.lru_cache(maxsize=1)
-def code_version() -> dict:
-    """The git commit and dirty flag of the checkout this package runs from (if any)."""
-    commit = _git("rev-parse", "HEAD")
-    dirty = None
-    if commit is not None:
-        # Dirty means the code that produced a result may differ from the commit: only
-        # uncommitted changes to what runs count (not results, figures or docs).
-        status = _git("status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS)
-        dirty = bool(status) if status is not None else None
-    return {"git_commit": commit, "git_dirty": dirty, "package_version": __version__}
+def git_info() -> dict:
+    """``{"git_commit", "git_dirty"}`` of the checkout the package runs from; None, None outside one.
+
+    The package counts as part of a checkout only when its own ``__init__.py`` is tracked
+    there; dirty means uncommitted changes (or untracked files) in the package folder.
+    """
+    folder = package_dir()
+    if _git(folder, "ls-files", "--error-unmatch", "--", "__init__.py") is None:
+        return {"git_commit": None, "git_dirty": None}
+    commit = _git(folder, "rev-parse", "HEAD")
+    status = _git(folder, "status", "--porcelain", "--", ".")
+    return {"git_commit": commit, "git_dirty": None if status is None else bool(status)}
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what platform knows."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown cpu"
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on (what torch's default thread count follows)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def device_name(device: "str | torch.device" = "cpu") -> str:
@@ -43,7 +117,22 @@ def device_name(device: "str | torch.device" = "cpu") -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return platform.processor() or platform.machine() or "cpu"
+    return cpu_model()
+
+
+def machine(device: str = "cpu") -> dict:
+    """What a runtime depends on besides the code and the settings: a runtime cell's machine key.
+
+    The accelerator's name (CUDA), the CPU model and how many CPUs this process may use
+    (torch's default thread count follows it; an explicit thread count is in the cell's
+    settings). Imports torch only for a CUDA device.
+    """
+    gpu = None
+    if str(device).startswith("cuda"):
+        import torch
+
+        gpu = torch.cuda.get_device_name(torch.device(device)) if torch.cuda.is_available() else "unavailable"
+    return {"gpu": gpu, "cpu_model": cpu_model(), "cpus": cpu_count()}
 
 
 def provenance(device: "str | torch.device" = "cpu") -> dict:
@@ -52,12 +141,15 @@ def provenance(device: "str | torch.device" = "cpu") -> dict:
 
     device = torch.device(device)
     return {
-        **code_version(),
+        "code_version": code_version(),
+        **git_info(),
+        "package_version": __version__,
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
         "device": device.type,
         "device_name": device_name(device),
         "cuda_version": torch.version.cuda if device.type == "cuda" else None,
+        "cpu_model": cpu_model(),
         "threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
         "host": socket.gethostname(),

@@ -1,7 +1,14 @@
-"""A folder of JSON records, written atomically, read into pandas.
+"""The workspace and its results store: JSON records written atomically, one a file.
 
-Layout: ``<root>/<collection>/<record id>.json``, one record a file. A record is
-written to a temporary file in the same folder and renamed into place
+Workspace: one folder for everything the tool writes, ``--results-dir`` or
+``$TLSTM_BENCH_RESULTS``, else ``./results`` under the current directory (never the
+installed package's folder)::
+
+    <workspace>/store/<collection>/<record id>.json   records (a sweep's name, ``training``, ``timing``)
+    <workspace>/figures/                              plot and visualize output, tables.md
+    <workspace>/baselines/                            regress --update's baselines
+
+A record is written to a temporary file in the same folder and renamed into place
 (``os.replace`` is atomic on POSIX), so a crash or a second writer never leaves a
 half-written record, and two writers of the same id leave one whole record.
 """
@@ -12,19 +19,55 @@ import json
 import math
 import os
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
 
 from ..atomic import atomic_write
 from ..errors import UserError
 
-ENV_ROOT = "TLSTM_BENCH_RESULTS"
+ENV_RESULTS = "TLSTM_BENCH_RESULTS"
+DEFAULT_WORKSPACE = "results"
+_PARTS = {"store", "figures", "baselines", "evidence"}
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The folder the tool writes to, and its parts."""
+
+    root: Path
+
+    @property
+    def store(self) -> Path:
+        return self.root / "store"
+
+    @property
+    def figures(self) -> Path:
+        return self.root / "figures"
+
+    @property
+    def baselines(self) -> Path:
+        return self.root / "baselines"
+
+
+def workspace(results_dir: "str | Path | None" = None) -> Workspace:
+    """``results_dir``, else ``$TLSTM_BENCH_RESULTS``, else ``./results``.
+
+    A folder that holds records directly (``<dir>/<collection>/*.json``, the layout before
+    workspaces had a ``store/``) is a one-line error naming the folder to give instead.
+    """
+    root = Path(results_dir if results_dir is not None else os.environ.get(ENV_RESULTS) or DEFAULT_WORKSPACE)
+    if not (root / "store").exists() and root.is_dir():
+        holders = [p for p in root.iterdir() if p.is_dir() and p.name not in _PARTS and any(p.glob("*.json"))]
+        if holders:
+            raise UserError(f"{root} holds records directly ({holders[0].name}/*.json); a results folder keeps "
+                            f"them under store/: move them to {root / 'store'}/, or give --results-dir "
+                            f"{root.parent} if {root.name}/ is the store of that folder")
+    return Workspace(root)
 
 
 def default_root() -> Path:
-    """``$TLSTM_BENCH_RESULTS`` or ``results/store`` under the current directory."""
-    return Path(os.environ.get(ENV_ROOT, "results/store"))
+    """The store of the default workspace."""
+    return workspace().store
 
 
 def _clean(value):
@@ -40,7 +83,10 @@ def _clean(value):
 
 def write_record(record: dict, collection: str, *, root: "str | Path | None" = None,
                  record_id: str | None = None) -> Path:
-    """Atomically write ``record`` as ``<root>/<collection>/<record_id>.json`` and return the path."""
+    """Atomically write ``record`` as ``<root>/<collection>/<record_id>.json`` and return the path.
+
+    ``root`` is a store (default: the default workspace's).
+    """
     folder = Path(root if root is not None else default_root()) / collection
     folder.mkdir(parents=True, exist_ok=True)
     record_id = record_id or record.get("id") or uuid.uuid4().hex[:16]
@@ -50,23 +96,26 @@ def write_record(record: dict, collection: str, *, root: "str | Path | None" = N
     return path
 
 
+def read_record(path: "str | Path") -> dict:
+    """One record; a one-line error naming the file when it is not a JSON object."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"corrupt result record {path}: {exc}; delete or fix that file") from None
+    if not isinstance(record, dict):
+        raise UserError(f"corrupt result record {path}: not a JSON object; delete or fix that file")
+    return record
+
+
+def collections(root: "str | Path") -> list[str]:
+    """The collections of a store that hold at least one record."""
+    base = Path(root)
+    return sorted(p.name for p in base.glob("*") if p.is_dir() and any(p.glob("*.json")))
+
+
 def load_records(collection: str | None = None, *, root: "str | Path | None" = None) -> list[dict]:
-    """Every record under ``root`` (or one collection), oldest file first."""
+    """Every record under ``root`` (or one collection), as stored, in file-name order."""
     base = Path(root if root is not None else default_root())
-    folders = [base / collection] if collection else sorted(p for p in base.glob("*") if p.is_dir())
-    records = []
-    for folder in folders:
-        for path in sorted(folder.glob("*.json")):
-            try:
-                record = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError) as exc:
-                raise UserError(f"corrupt result record {path}: {exc}; delete or fix that file") from None
-            if not isinstance(record, dict):
-                raise UserError(f"corrupt result record {path}: not a JSON object; delete or fix that file")
-            records.append(record)
-    return records
-
-
-def records_frame(collection: str | None = None, *, root: "str | Path | None" = None) -> pd.DataFrame:
-    """All records as a DataFrame, one row per record."""
-    return pd.DataFrame(load_records(collection, root=root))
+    folders = [base / collection] if collection else [base / name for name in collections(base)]
+    return [read_record(path) for folder in folders for path in sorted(folder.glob("*.json"))]

@@ -30,7 +30,6 @@ _IDENTITY = ("id", "key", "code_version", "sweep", "kind", "task", "config", "de
 _TRAIN_FIELDS = ("metric", "valid_metric", "test_metric", "samples_to_solve", "samples_seen", "solved", "preset")
 _RUNTIME_FIELDS = ("ms_per_step", "ms_iqr", "samples", "implementation", "seq_len", "repeats")
 _FINITE = ("valid_metric", "test_metric", "ms_per_step")
-_PROVENANCE = ("git_commit", "git_dirty", "torch_version", "device", "device_name", "threads", "host", "date")
 
 
 def execute(spec: dict, *, checkpoint_dir: "Path | None" = None) -> dict:
@@ -73,21 +72,27 @@ def slurm_job_id() -> str | None:
 
 
 def make_record(cell: Cell, result: dict | None = None, *, error: str | None = None,
-                wall_time_s: float | None = None) -> dict:
-    """The record of one cell (see the schema in :mod:`tlstm_bench.sweeps`)."""
+                 wall_time_s: float | None = None) -> dict:
+    """The record of one cell (schema: :mod:`tlstm_bench.results.schema`).
+
+    The cell's identity (id, key, code version, sweep, kind, task, configuration, depth,
+    seed, spec) always wins over what the cell function returned; the function's own
+    ``wall_time_s`` (training time) wins over the process's.
+    """
     spec = cell.spec
     fields = _RUNTIME_FIELDS if cell.kind == "runtime" else _TRAIN_FIELDS
-    record = {
-        "id": cell.id, "key": cell.key, "code_version": cell.code_version, "sweep": cell.sweep,
-        "kind": cell.kind, "task": spec["task"], "config": spec["config"], "depth": spec["depth"],
-        "seed": spec["seed"], "budget": spec.get("budget"), "channels": spec.get("channels"), "params": None,
-        "spec": spec, "wall_time_s": wall_time_s, **{k: spec.get(k) for k in fields},
-    }
-    record.update(_provenance(spec["device"]), slurm_job_id=slurm_job_id())
     result = dict(result or {})
     for key in _IDENTITY:
         result.pop(key, None)
+    record = {"budget": spec.get("budget"), "channels": spec.get("channels"), "params": None,
+              "causal": None, "wall_time_s": wall_time_s, **{k: spec.get(k) for k in fields}}
+    record.update(_provenance(spec["device"]), slurm_job_id=slurm_job_id())
     record.update(result)
+    record.update({
+        "id": cell.id, "key": cell.key, "code_version": cell.code_version, "sweep": cell.sweep,
+        "kind": cell.kind, "task": spec["task"], "config": spec["config"], "depth": spec["depth"],
+        "seed": spec["seed"], "spec": spec,
+    })
     status = result.get("status", "ok") if error is None else "failed"
     if status == "ok":
         for key in _FINITE:

@@ -1,71 +1,22 @@
 """Grid expansion: a spec becomes cells, each with a stable id.
 
 A cell's ``spec`` holds everything that determines its result (kind, task, configuration,
-depth, seed, model size, device and the kind's settings). ``key`` hashes that spec;
-``id`` hashes the key together with the code version, so the same cell measured by
-different code gets a new id (and a new record), and the same code rerun finds its
-record and skips it.
+depth, seed, model size, device and the kind's settings; a runtime cell also the machine
+it is measured on: accelerator, CPU model, CPU count). ``key`` hashes that spec; ``id``
+hashes the key together with the code version (a hash of the package's source files,
+:func:`tlstm_bench.results.provenance.code_version`), so the same cell computed by
+different code gets a new id (and a new record), the same code rerun finds its record
+and skips it, and a commit that changes no code (docs, results, tests) changes no id.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import UserError
+from ..results.provenance import code_version
+from ..results.schema import stable_hash
 from .spec import SweepSpec
-
-ENV_CODE_VERSION = "TLSTM_BENCH_CODE_VERSION"
-_REPO = Path(__file__).resolve().parents[2]
-_PACKAGE = "tlstm_bench"
-
-
-def _git(*args: str) -> "str | None":
-    try:
-        out = subprocess.run(["git", "-C", str(_REPO), *args], capture_output=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.decode(errors="replace") if out.returncode == 0 else None
-
-
-def code_version() -> str:
-    """``<commit>``, ``<commit>+dirty.<hash of uncommitted package changes>``, or ``pkg-<version>``.
-
-    Only changes under ``tlstm_bench/`` count as dirt: they can change a result, a README edit
-    cannot. ``$TLSTM_BENCH_CODE_VERSION`` overrides the whole thing.
-    """
-    pinned = os.environ.get(ENV_CODE_VERSION)
-    if pinned:
-        return pinned
-    commit = _git("rev-parse", "HEAD")
-    if commit is None:
-        from .. import __version__
-
-        return f"pkg-{__version__}"
-    commit = commit.strip()
-    diff = _git("diff", "HEAD", "--", _PACKAGE) or ""
-    untracked = (_git("ls-files", "--others", "--exclude-standard", "--", _PACKAGE) or "").split()
-    if not diff and not untracked:
-        return commit
-    digest = hashlib.sha256(diff.encode())
-    for name in sorted(untracked):
-        if not name.endswith(".py"):
-            continue
-        digest.update(name.encode())
-        try:
-            digest.update((_REPO / name).read_bytes())
-        except OSError:
-            pass
-    return f"{commit}+dirty.{digest.hexdigest()[:12]}"
-
-
-def _hash(payload) -> str:
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -96,8 +47,8 @@ class Cell:
 
 
 def make_cell(sweep: str, spec: dict, code: str, timeout_s: float) -> Cell:
-    key = _hash(spec)
-    return Cell(sweep=sweep, spec=spec, key=key, id=_hash({"key": key, "code_version": code}),
+    key = stable_hash(spec)
+    return Cell(sweep=sweep, spec=spec, key=key, id=stable_hash({"key": key, "code_version": code}),
                 code_version=code, timeout_s=timeout_s)
 
 
@@ -144,8 +95,16 @@ def runtime_io(spec: SweepSpec, section) -> dict:
     return {"vocab": None, "input_size": None, "output_size": None, **io}
 
 
-def expand(spec: SweepSpec, *, code: str | None = None, device: str | None = None) -> list[Cell]:
-    """All cells of a spec, in a fixed order: runtime first (quick), then training."""
+def expand(spec: SweepSpec, *, code: str | None = None, device: str | None = None,
+           machine: dict | None = None) -> list[Cell]:
+    """All cells of a spec, in a fixed order: runtime first (quick), then training.
+
+    ``machine``: what runtime cells are measured on (default: this machine,
+    :func:`tlstm_bench.results.provenance.machine`); a runtime measured on another machine
+    is another cell.
+    """
+    from ..results.provenance import machine as this_machine
+
     code = code if code is not None else code_version()
     device = device or spec.device
     cells: list[Cell] = []
@@ -155,6 +114,7 @@ def expand(spec: SweepSpec, *, code: str | None = None, device: str | None = Non
         if section.kind == "runtime":
             settings = {k: v for k, v in section.settings.items() if k != "implementations"}
             settings.update(runtime_io(spec, section))
+            settings["machine"] = machine if machine is not None else this_machine(device)
             for implementation in section.settings["implementations"]:
                 if not any(_implementation_ok(c, implementation) for c in section.configs):
                     raise UserError(f"{spec.path}: key 'runtime.implementations': {implementation!r} is not a "

@@ -9,7 +9,8 @@ from rich.table import Table
 
 from ..errors import UserError
 from .cell import DEFAULT_CELL_FN
-from .grid import Cell, code_version, expand, parse_filters, select
+from ..results.provenance import code_version
+from .grid import Cell, expand, parse_filters, select
 from .runner import SlurmOptions, Summary, cell_state, run_cells
 from .spec import SweepSpec, load_spec
 
@@ -29,14 +30,28 @@ class Plan:
         return [c for c in self.cells if self.states[c.id] in wanted]
 
 
+def cluster_machine(executor: str, slurm: "SlurmOptions | None") -> dict | None:
+    """The machine key of runtime cells run as SLURM jobs: the nodes are not known when the
+    sweep is planned, so the partition stands for them (each record names the node's
+    device). None (this machine) for the local executor."""
+    if executor == "slurm" and (slurm is None or slurm.cluster == "slurm"):
+        return {"slurm_partition": slurm.partition if slurm else None}
+    return None
+
+
 def make_plan(spec: "str | Path | SweepSpec", *, root: "str | Path", only=(), device: str | None = None,
-              code: str | None = None) -> Plan:
+              code: str | None = None, machine: dict | None = None) -> Plan:
+    """The cells of a spec (selected by ``only``) and the state of each in the store ``root``.
+
+    ``machine``: the machine key of runtime cells (default: this machine; see
+    :func:`cluster_machine`).
+    """
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
     if device is not None and not (device in ("cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit())):
         raise UserError(f"--device must be cpu, cuda or cuda:N, got {device!r}")
     code = code if code is not None else code_version()
-    cells = select(expand(spec, code=code, device=device), parse_filters(only))
+    cells = select(expand(spec, code=code, device=device, machine=machine), parse_filters(only))
     if not cells:
         raise UserError(f"--only matches no cell of sweep {spec.name!r}; run with --dry-run and no --only "
                         f"to see the cells")
@@ -48,28 +63,36 @@ _STATE_STYLE = {"done": "green", "failed": "red", "running": "yellow", "todo": "
 
 
 def plan_table(plan: Plan, *, retry_failed: bool = False) -> Table:
-    """One row per cell: id, kind, config, depth, seed, size, settings, state."""
-    title = (f"sweep {plan.spec.name} ({plan.spec.path}): {len(plan.cells)} cells, {plan.count('done')} done, "
-             f"{plan.count('failed')} failed, {plan.count('running')} running elsewhere, "
-             f"{len(plan.to_run(retry_failed))} to run")
+    """One row per cell: id, kind, config, depth, seed, size, settings, state (80 columns wide).
+
+    What every cell shares (the task, the device) is in the title, not in each row.
+    """
+    devices = sorted({c.spec["device"] for c in plan.cells})
+    title = (f"sweep {plan.spec.name} ({plan.spec.path}), task {plan.spec.task} on {', '.join(devices)}: "
+             f"{len(plan.cells)} cells, {plan.count('done')} done, {plan.count('failed')} failed, "
+             f"{plan.count('running')} running elsewhere, {len(plan.to_run(retry_failed))} to run")
     table = Table(title=title, title_justify="left")
-    for name in ("id", "kind", "task", "config", "L", "seed", "size", "settings", "state"):
-        table.add_column(name, justify="right" if name in ("L", "seed") else "left")
+    for name in ("id", "kind", "config", "L", "seed", "size", "settings", "state"):
+        table.add_column(name, justify="right" if name in ("L", "seed") else "left",
+                         overflow="fold" if name in ("config", "size", "settings") else "ellipsis")
     sizes = cell_sizes(plan)
     for cell in plan.cells:
         s = cell.spec
         size = sizes[cell.id]
         if cell.kind == "runtime":
-            settings = f"T={s['seq_len']} x{s['repeats']} {s['implementation']} {s['dtype']} {s['device']}"
+            settings = f"T={s['seq_len']} x{s['repeats']}"
+            settings += "".join(f" {v}" for v, usual in ((s["implementation"], "default"), (s["dtype"], "float32"))
+                                if v != usual)
         else:
-            shown_settings = {**_preset_length(s), **s}  # how long it trains, from the preset if not given
-            settings = " ".join(f"{k}={shown_settings[k]}" for k in ("preset", "max_samples", "epochs", "batch_size",
-                                                                     "early_stopping")
-                                if shown_settings.get(k) is not None)
-            settings += "".join(f" {k}={v}" for k, v in s.get("options", {}).items()) + f" {s['device']}"
+            given = {**_preset_length(s), **s}  # how long it trains, from the preset if not given
+            parts = [given.get("preset"), given.get("max_samples") and f"{given['max_samples']:,} samples",
+                     given.get("epochs") and f"{given['epochs']} epochs",
+                     given.get("batch_size") and f"batch {given['batch_size']}",
+                     given.get("early_stopping") is not None and f"early_stopping={given['early_stopping']}"]
+            settings = ", ".join([p for p in parts if p] + [f"{k}={v}" for k, v in s.get("options", {}).items()])
         state = plan.states[cell.id]
         shown = "failed (rerun)" if state == "failed" and retry_failed else state
-        table.add_row(cell.id[:10], cell.kind, s["task"], s["config"], str(s["depth"]), str(s["seed"]), size,
+        table.add_row(cell.id[:8], cell.kind, s["config"], str(s["depth"]), str(s["seed"]), size,
                       settings.strip(), f"[{_STATE_STYLE[state]}]{shown}[/]")
     table.caption = f"code version {plan.code_version}"
     return table
@@ -148,6 +171,6 @@ def run_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", jobs: int =
     """Plan and run a sweep; returns the summary (``summary.exit_code`` is what the CLI exits with)."""
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")
-    plan = make_plan(spec, root=root, only=only, device=device, code=code)
+    plan = make_plan(spec, root=root, only=only, device=device, code=code, machine=cluster_machine(executor, slurm))
     return run_cells(plan.cells, root, jobs=jobs, executor=executor, cell_fn=cell_fn, retry_failed=retry_failed,
                      slurm=slurm, console=console)

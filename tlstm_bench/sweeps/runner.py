@@ -1,6 +1,6 @@
 """Plan and run a sweep: skip what is done, claim each cell, run it in its own process.
 
-Rules (the README's "Resuming" paragraph says the same):
+Rules (docs/sweeps.md, "Resuming and running twice", says the same):
 
 * A cell is **done** when its record exists: ``ok`` records are never rerun; ``failed``
   records are not rerun either (a deterministic failure would fail again) unless

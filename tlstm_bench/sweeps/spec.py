@@ -1,5 +1,9 @@
 """Sweep spec files: TOML (stdlib ``tomllib``), validated key by key.
 
+The specs that ship with the package are package data (``tlstm_bench/sweeps/specs/``,
+read with importlib.resources) and are named by their file name (``quick``); a user's
+own spec is any path to a TOML file.
+
 A spec names the task and the grid. Top-level keys are the defaults; a ``[train]`` table
 makes training cells and a ``[runtime]`` table makes runtime cells, and each table may
 override ``configs``, ``depths``, ``seeds``, ``budget``/``channels`` and ``timeout_s``::
@@ -35,12 +39,12 @@ from __future__ import annotations
 import math
 import tomllib
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 from ..errors import UserError
 
-SPEC_DIR = "sweeps"
-_REPO_SPECS = Path(__file__).resolve().parents[2] / SPEC_DIR
+SHIPPED = "specs"  # the package's own specs: tlstm_bench/sweeps/specs/<name>.toml (package data)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 _GRID_KEYS = ("configs", "depths", "seeds", "budget", "channels", "timeout_s")
@@ -273,17 +277,25 @@ def parse_spec(data: dict, path: "str | Path", name: str | None = None) -> Sweep
                      sections=sections)
 
 
+def shipped_dir() -> Path:
+    """The folder of the specs that ship with the package (read through importlib.resources)."""
+    return Path(str(resources.files("tlstm_bench.sweeps").joinpath(SHIPPED)))
+
+
 def available_specs() -> list[str]:
-    """The spec names in ``./sweeps`` and in the repository's ``sweeps/``."""
-    names = set()
-    for folder in (Path.cwd() / SPEC_DIR, _REPO_SPECS):
-        if folder.is_dir():
-            names.update(p.stem for p in folder.glob("*.toml"))
-    return sorted(names)
+    """The names of the shipped specs."""
+    folder = shipped_dir()
+    return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
+
+
+def shipped_spec(name: str) -> Path | None:
+    """The shipped spec called ``name``, or None."""
+    path = shipped_dir() / f"{name}.toml"
+    return path if path.is_file() else None
 
 
 def find_spec(spec: "str | Path") -> Path:
-    """A path to a TOML file, or a name in ``./sweeps/`` or the repository's ``sweeps/``."""
+    """A path to a TOML file (any path: the user's own spec), or the name of a shipped spec."""
     text = str(spec)
     as_path = Path(text)
     if as_path.suffix == ".toml" or "/" in text or as_path.is_file():
@@ -291,10 +303,9 @@ def find_spec(spec: "str | Path") -> Path:
             raise UserError(f"sweep spec file {text} does not exist; give a path to a .toml file or one of: "
                             f"{', '.join(available_specs())}")
         return as_path
-    for folder in (Path.cwd() / SPEC_DIR, _REPO_SPECS):
-        candidate = folder / f"{text}.toml"
-        if candidate.is_file():
-            return candidate
+    shipped = shipped_spec(text)
+    if shipped is not None:
+        return shipped
     raise UserError(f"unknown sweep {text!r}; choose one of: {', '.join(available_specs()) or '(none found)'}, "
                     f"or give a path to a .toml file")
 

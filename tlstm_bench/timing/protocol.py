@@ -28,6 +28,7 @@ from typing import Callable, Iterable
 import torch
 from torch.nn import functional as F
 
+from ..audit import causal
 from ..errors import UserError
 from ..models import build_model, format_config, parse_config
 from ..results import provenance
@@ -35,7 +36,7 @@ from ..results import provenance
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 # What is timed when no implementation is named: the fastest correct path on a CPU
-# (README, runtime). For the tLSTM that is "fast", not build_model's default "eager".
+# (results/evidence/REPORT.md). For the tLSTM that is "fast", not build_model's default "eager".
 TIMING_DEFAULTS = {"tlstm": "fast", "slstm": "fused"}
 
 
@@ -150,24 +151,13 @@ def _time_once(run: _Run, device: torch.device, extra_delay: float, number: int 
     return (time.perf_counter() - t0) / number
 
 
-def cpu_model() -> str | None:
-    """The CPU's model name from /proc/cpuinfo (Linux), to name the device in records."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
 def runtime_record(case: Case, run: _Run, samples_s: list[float], *, seq_len, device, dtype, threads,
                    flushed, warmup, repeats, number=1) -> dict:
     model = run.model
     samples = [1000.0 * s / seq_len for s in samples_s]
     return {
         **provenance(device),
+        "causal": causal(model.arch, model.depth),
         "config": model.arch.label,
         "implementation": model.implementation,
         "depth": model.depth,
@@ -180,7 +170,6 @@ def runtime_record(case: Case, run: _Run, samples_s: list[float], *, seq_len, de
         "batch": 1,
         "sequential_steps": model.arch.sequential_steps(seq_len, model.depth),
         "device": device.type,
-        "cpu_model": cpu_model() if device.type == "cpu" else None,
         "threads": torch.get_num_threads() if threads is None else threads,
         "dtype": dtype,
         "flush_denormal": flushed,

@@ -1,8 +1,8 @@
 """The CI gate on runtime vs depth: ``tlstm-bench regress`` (issue 12).
 
 It runs a small fixed set of configurations at a few depths on this machine and compares
-two kinds of quantities with a baseline committed under ``results/baselines/<device
-kind>.json``:
+two kinds of quantities with a baseline shipped with the package
+(``tlstm_bench/timing/baselines/<device kind>.json``, read with importlib.resources):
 
 1. Counters (:mod:`~tlstm_bench.timing.counters`): operator calls, FLOPs and created
    bytes of one forward + loss and one backward, per case. They are integers that do not
@@ -36,6 +36,7 @@ import re
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Callable
 
@@ -161,8 +162,19 @@ def device_kind(device: str = "cpu") -> str:
 
 
 def default_baseline(device: str = "cpu") -> Path:
-    """Where the committed baseline of this device kind lives."""
-    return Path(__file__).resolve().parents[2] / "results" / "baselines" / f"{device_kind(device)}.json"
+    """The shipped baseline for this kind of device (package data)."""
+    return Path(str(resources.files("tlstm_bench.timing").joinpath("baselines", f"{device_kind(device)}.json")))
+
+
+def update_target(device: str = "cpu") -> Path:
+    """Where ``--update`` writes without ``--baseline``: the results folder, never the installed package.
+
+    To ship it, copy it to ``tlstm_bench/timing/baselines/`` in a checkout (or pass that path
+    as ``--baseline``).
+    """
+    from ..results.store import workspace
+
+    return workspace().baselines / f"{device_kind(device)}.json"
 
 
 # ---- quantities -------------------------------------------------------------------------
@@ -357,7 +369,10 @@ def regress(*, quick: bool = False, update: bool = False, baseline: "str | Path 
     start = time.perf_counter()
     mode = "quick" if quick else "full"
     settings = {**MODES[mode], **(settings or {})}
-    path = Path(baseline) if baseline is not None else default_baseline(device)
+    if baseline is not None:
+        path = Path(baseline)
+    else:
+        path = update_target(device) if update else default_baseline(device)
     inject = _inject.check_injection(inject)
     if update and (inject or delay):
         raise UserError("a baseline cannot be written with a test-only slowdown switched on")

@@ -30,6 +30,7 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ..audit import causal
 from ..errors import UserError
 from ..models import build_model
 from ..results import provenance
@@ -291,6 +292,7 @@ def train(config, *, task=None, depth, channels=None, budget=None, preset=None, 
             console.print(f"[yellow]interrupted[/] at sample {st['samples']:,}{where}")
             raise
     record = {
+        "causal": causal(model.arch, depth),
         "config": model.arch.label, "task": the_task.name, "preset": s["preset"], "depth": depth,
         "channels": model.channels, "tensor_size": model.tensor_size, "params": params, "budget": s["budget"],
         "task_options": the_task.options(), "task_info": the_task.describe(), "metric": the_task.metric, "batch_size": s["batch_size"], "lr": lr,

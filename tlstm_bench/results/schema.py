@@ -1,0 +1,178 @@
+"""The record schema: what one JSON file of the results store holds.
+
+Every measurement is one record: a runtime measurement (``kind = "runtime"``, from
+``tlstm-bench time``, a sweep's runtime cell, the benchmarks) or a training run
+(``kind = "train"``, from ``tlstm-bench train``, a sweep's training cell). The typed
+definition below is the schema; ``docs/results.md`` has the same fields as a table (a
+test keeps the two equal). A record may hold further keys (a task's own details); they
+are kept and exported, never required.
+
+Records written before a field existed still load: :func:`normalise` fills ``kind``,
+``task``, ``key`` and ``causal`` for them (see its docstring), and leaves every stored
+value as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal, Optional, TypedDict
+
+KINDS = ("runtime", "train")
+
+
+class Identity(TypedDict, total=False):
+    id: str                 # the file name without .json; a sweep cell's id hashes key + code_version
+    collection: str         # the store folder: a sweep's name, "training" or "timing"
+    kind: Literal["runtime", "train"]
+    key: str                # hash of what determines the result (one cell): newest record per key wins
+    sweep: Optional[str]    # the sweep that made it (None for `time`, `train`, benchmarks)
+    spec: dict              # a sweep cell's full settings (what key hashes)
+    task: str               # addition, memorization, enwik8, mnist, pmnist; "runtime" for a runtime-only run
+    config: str             # canonical configuration string (slstm, 2d, ..., tlstm:dims=4,...)
+    depth: int              # L
+    seed: int
+    status: Literal["ok", "failed"]
+    error: Optional[str]    # one line, when failed
+    causal: Optional[bool]  # measured: y_t depends on no later input (None: not recorded)
+    wall_time_s: Optional[float]  # seconds the run (a sweep cell: its process) took
+
+
+class Size(TypedDict, total=False):
+    channels: Optional[int]     # M actually used
+    tensor_size: Optional[int]  # P
+    params: Optional[int]       # total trainable parameters
+    budget: Optional[str]       # the budget asked for (10M, slstm:100) or None
+
+
+class Runtime(TypedDict, total=False):
+    implementation: str          # the sequence loop timed (fast, eager, fused, wavefront, ...)
+    seq_len: int                 # T
+    batch: int                   # 1 (the paper's definition)
+    sequential_steps: int        # T*L or T+L-1
+    input_size: Optional[int]
+    output_size: Optional[int]
+    dtype: str
+    flush_denormal: bool
+    clock: str                   # perf_counter | cuda_events
+    warmup: int
+    repeats: int
+    runs_per_sample: int
+    interleaved: bool
+    ms_per_step: Optional[float]  # median ms of forward + loss + backward per timestep
+    ms_q25: Optional[float]
+    ms_q75: Optional[float]
+    ms_iqr: Optional[float]
+    samples: list                # every repeat's ms per step
+
+
+class Train(TypedDict, total=False):
+    preset: Optional[str]
+    metric: str                  # bpc | accuracy
+    valid_metric: Optional[float]
+    test_metric: Optional[float]
+    sequence_accuracy: Optional[float]
+    test_loss: Optional[float]
+    samples_seen: int
+    samples_to_solve: Optional[int]
+    solved: bool
+    steps: int
+    epochs_done: Optional[float]
+    stop_reason: str
+    history: list                # every evaluation
+    resumed_at: Optional[int]
+    task_options: dict
+    task_info: dict
+    batch_size: int
+    lr: float
+    forget_bias: float
+    max_samples: Optional[int]
+    epochs: Optional[int]
+    eval_every: int
+    patience: Optional[int]
+    early_stopping: Optional[bool]  # whether the run could stop early (offline tasks; a preset may turn it off)
+    sample_unit: str
+
+
+class Provenance(TypedDict, total=False):
+    code_version: str            # <package version>+src.<hash of the package source>
+    git_commit: Optional[str]    # None when not run from a git checkout
+    git_dirty: Optional[bool]
+    package_version: str
+    torch_version: str
+    python_version: str
+    device: str                  # cpu | cuda
+    device_name: str             # GPU name, or the CPU model
+    cuda_version: Optional[str]
+    cpu_model: str
+    threads: int
+    cpu_count: int
+    host: str
+    platform: str
+    date: str                    # UTC, ISO 8601
+    slurm_job_id: Optional[str]  # the SLURM job that ran a sweep cell ("<array id>_<task>"), else None
+    migrated: dict               # fields added after the record was made, and how (results.migrate)
+
+
+class Record(Identity, Size, Runtime, Train, Provenance, total=False):
+    """One record of the results store (every group above; which ones depend on ``kind``)."""
+
+
+FIELDS: tuple[str, ...] = tuple(Record.__annotations__)
+
+# What determines a result, for records that carry no key of their own (``time`` and
+# ``train`` records, benchmarks): hashing these gives the same key to a rerun of the
+# same measurement, so the newest-record rule treats it as the same cell.
+KEY_FIELDS = {
+    "runtime": ("kind", "task", "config", "depth", "seed", "implementation", "channels", "budget", "input_size",
+                "output_size", "seq_len", "dtype", "repeats", "warmup", "device", "device_name", "cpu_model",
+                "threads"),
+    "train": ("kind", "task", "config", "depth", "seed", "implementation", "channels", "budget", "preset",
+              "task_options", "batch_size", "lr", "max_samples", "epochs", "eval_every", "patience",
+              "early_stopping", "device"),
+}
+_COLLECTION_KINDS = {"timing": "runtime", "training": "train"}
+
+
+def stable_hash(payload) -> str:
+    """16 hex digits of sha256 over canonical JSON (sorted keys): a key or an id."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def record_key(record: dict) -> str:
+    """The key of a record without one: a hash of the fields that determine its result."""
+    return stable_hash({name: record.get(name) for name in KEY_FIELDS.get(record.get("kind"), ())})
+
+
+def infer_kind(record: dict, collection: str | None = None) -> str | None:
+    if record.get("kind") in KINDS:
+        return record["kind"]
+    if collection in _COLLECTION_KINDS:
+        return _COLLECTION_KINDS[collection]
+    if "ms_per_step" in record:
+        return "runtime"
+    if "metric" in record or "test_metric" in record:
+        return "train"
+    return None
+
+
+def normalise(record: dict, collection: str) -> dict:
+    """A stored record as the readers expect it; stored values are never changed.
+
+    Filled where absent (records written before the field existed):
+    ``collection`` (the folder), ``kind`` (from the collection or the fields), ``task``
+    (``"runtime"`` for a runtime record), ``status`` (``"ok"``), ``key`` (:func:`record_key`)
+    and ``causal`` (None: unknown; it is not computed here, which would need torch; see
+    ``python -m tlstm_bench.results.migrate``).
+    """
+    out = dict(record)
+    out["collection"] = collection
+    out["kind"] = infer_kind(record, collection)
+    if out.get("task") is None and out["kind"] == "runtime":
+        out["task"] = "runtime"
+    out.setdefault("status", "ok")
+    if not out.get("key"):
+        out["key"] = record_key(out)
+    out.setdefault("causal", None)
+    return out

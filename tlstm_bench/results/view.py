@@ -1,0 +1,171 @@
+"""Results for a reader: one table per collection and kind of record, readable at 80 columns.
+
+Each kind of record shows the columns that matter for it (:data:`DEFAULT_COLUMNS`);
+what is the same for every row (the machine, the torch version, the code) goes into
+the caption. A non-causal configuration carries a marker and a footnote (its numbers are
+not comparable), a record from before causality was recorded another, and failed
+records list their error under the table. ``columns`` picks any columns instead, and
+``wide`` shows every column that has a value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+from rich.table import Table
+
+from ..errors import UserError
+
+DEFAULT_COLUMNS = {
+    "runtime": ("config", "depth", "implementation", "channels", "ms_per_step", "ms_iqr", "threads", "status"),
+    "train": ("config", "depth", "seed", "channels", "params", "test_metric", "samples_to_solve", "status"),
+}
+HEADERS = {"depth": "L", "implementation": "impl", "channels": "M", "ms_per_step": "ms/step", "ms_iqr": "IQR",
+           "samples_to_solve": "solved at", "test_metric": "test", "valid_metric": "valid"}
+NESTED = ("spec", "history", "samples", "task_info", "task_options")
+
+NOT_CAUSAL = "†"
+UNKNOWN_CAUSAL = "?"
+NOT_CAUSAL_NOTE = (f"{NOT_CAUSAL} not causal: the separability audit of this model at this depth measures that "
+                   "y_t depends on later inputs, so its numbers are not comparable with a causal model's "
+                   "(docs/results.md#causality).")
+UNKNOWN_CAUSAL_NOTE = (f"{UNKNOWN_CAUSAL} causality not recorded (the record predates it): "
+                       "`tlstm-bench info CONFIG --depth L --json` measures it.")
+
+
+def default_columns(kind: str) -> tuple[str, ...]:
+    return DEFAULT_COLUMNS.get(kind, ("config", "depth", "status"))
+
+
+def present_columns(frame: pd.DataFrame) -> list[str]:
+    """Every column with at least one value."""
+    return [c for c in frame.columns if frame[c].notna().any()]
+
+
+def check_columns(frame: pd.DataFrame, columns: list[str]) -> list[str]:
+    unknown = [c for c in columns if c not in frame.columns]
+    if unknown:
+        raise UserError(f"unknown column {unknown[0]!r}; columns here: {', '.join(present_columns(frame))}")
+    return list(columns)
+
+
+def config_mark(causal) -> str:
+    if causal is True or causal is False:
+        return "" if causal else NOT_CAUSAL
+    return UNKNOWN_CAUSAL
+
+
+@dataclass
+class View:
+    """What ``results`` shows: tables, then footnotes (causality, failures)."""
+
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _is_missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def format_value(column: str, value, row) -> str:
+    if isinstance(value, (dict, list)):
+        return f"[{len(value)} values]" if isinstance(value, list) else json.dumps(value, sort_keys=True)[:40]
+    if _is_missing(value):
+        if column == "samples_to_solve" and row.get("solved") is False:
+            return "no"
+        return "-"
+    if column in ("test_metric", "valid_metric"):
+        if row.get("metric") == "accuracy":
+            return f"{100 * value:.1f}%" if value <= 1 else f"{value:.1f}%"
+        return f"{value:.3f}"
+    if column in ("ms_per_step", "ms_iqr", "ms_q25", "ms_q75"):
+        return f"{value:.3f}" if value < 10 else f"{value:.1f}"
+    if column in ("params", "samples_to_solve", "samples_seen"):
+        return f"{int(value):,}"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _metric_header(rows: pd.DataFrame, column: str) -> str:
+    metrics = set(rows["metric"].dropna().astype(str))
+    name = {"accuracy": "acc", "bpc": "BPC"}.get(metrics.pop(), "") if len(metrics) == 1 else ""
+    return f"{HEADERS[column]} {name}".strip()
+
+
+def _short_version(version: str) -> str:
+    """A git commit (old records' code version) to 10 hex digits; a source hash as it is."""
+    return version[:10] if len(version) == 40 and all(c in "0123456789abcdef" for c in version) else version
+
+
+def _common(rows: pd.DataFrame, column: str, fmt: str) -> list[str]:
+    """``fmt`` of the column's value when every row has the same one."""
+    present = rows[column].dropna() if column in rows else pd.Series([], dtype=object)
+    values = present.map(lambda v: str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)).unique()
+    return [fmt.format(values[0])] if len(values) == 1 and len(present) == len(rows) else []
+
+
+def _caption(rows: pd.DataFrame) -> str:
+    settings = _common(rows, "seq_len", "T={}") + _common(rows, "preset", "preset {}")
+    parts = []
+    for name, device, torch_version in rows[["device_name", "device", "torch_version"]].drop_duplicates().itertuples(
+            index=False):
+        text = f"{device_name_text(name)} ({device})" if isinstance(device, str) else device_name_text(name)
+        parts.append(text + (f", torch {torch_version}" if isinstance(torch_version, str) else ""))
+    versions = sorted({_short_version(str(v)) for v in rows["code_version"].dropna()})
+    caption = ", ".join(settings + ["; ".join(parts[:2])]) + (f" and {len(parts) - 2} more" if len(parts) > 2 else "")
+    if versions:
+        caption += f"; code {versions[0]}" + (f" and {len(versions) - 1} more" if len(versions) > 1 else "")
+    return caption
+
+
+def device_name_text(name) -> str:
+    return str(name) if isinstance(name, str) and name else "unknown device"
+
+
+def build_view(frame: pd.DataFrame, *, columns: "list[str] | None" = None, wide: bool = False) -> View:
+    """One table per (collection, kind, task), and the footnotes its rows need."""
+    if columns:
+        check_columns(frame, columns)
+    view = View()
+    marks: set[str] = set()
+    for (collection, kind, task), rows in frame.groupby(["collection", "kind", "task"], sort=False, dropna=False):
+        if columns:
+            shown = list(columns)
+        elif wide:
+            shown = present_columns(rows)
+        else:
+            shown = [c for c in default_columns(kind) if c in rows.columns]
+        what = f"{kind} records" + (f", task {task}" if task not in (kind, "runtime") else "")
+        title = f"{collection}: {what} ({len(rows)})"
+        table = Table(title=title, title_justify="left", caption=_caption(rows), caption_justify="left")
+        for column in shown:
+            header = _metric_header(rows, column) if column in ("test_metric", "valid_metric") else \
+                HEADERS.get(column, column)
+            numeric = pd.api.types.is_numeric_dtype(rows[column]) and column not in ("config", "status")
+            table.add_column(header, justify="right" if numeric else "left",
+                             overflow="fold" if column in ("config", "error") or wide else "ellipsis")
+        for _, row in rows.iterrows():
+            cells = []
+            for column in shown:
+                text = format_value(column, row[column], row)
+                if column == "config":
+                    mark = config_mark(row["causal"])
+                    marks.add(mark)
+                    text += mark
+                cells.append(text)
+            table.add_row(*cells)
+        view.tables.append(table)
+        for _, row in rows[rows["status"] != "ok"].iterrows():
+            view.notes.append(f"failed: {collection} {row['config']} L={format_value('depth', row['depth'], row)}: "
+                              f"{row['error'] or 'no error message'}")
+    if NOT_CAUSAL in marks:
+        view.notes.insert(0, NOT_CAUSAL_NOTE)
+    if UNKNOWN_CAUSAL in marks:
+        view.notes.insert(0, UNKNOWN_CAUSAL_NOTE)
+    return view
