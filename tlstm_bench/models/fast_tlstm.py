@@ -32,23 +32,16 @@ import warnings
 
 import torch
 
-from .tlstm import NORM_EPS, TLSTM, TLSTM_IMPLEMENTATIONS, TLSTMState
+from .tlstm import NORM_EPS, TLSTM, TLSTM_IMPLEMENTATIONS, SequenceShapes, TLSTMState
 
 _aten = torch.ops.aten
 
 
-class _Geometry:
+class _Geometry(SequenceShapes):
     """What the Function needs from the model that is not a tensor to differentiate."""
 
     def __init__(self, model: TLSTM, seq_len: int):
-        self.m = model.channels
-        self.n = model.num_locations
-        self.kd = model.arch.kernel_entries
-        self.g = model.gate_channels
-        self.norm = model.arch.norm
-        self.memory_conv = model.arch.memory_conv
-        self.depth = model.depth
-        self.seq_len = seq_len
+        super().__init__(model, seq_len)
         self.hidden_index = model.hidden_index.reshape(-1)  # (N*Kd,) slots of [0, z, h_0..h_{N-1}]
         self.cell_index = model.cell_index.reshape(-1)  # (N*Kd,) clamped cell locations
         # The two step loops (below). Only the CI gate's test-only slowdown

@@ -109,6 +109,22 @@ def build_index_maps(arch: ArchConfig, tensor_size: int) -> tuple[torch.Tensor, 
     return torch.tensor(hidden, dtype=torch.long), torch.tensor(cell, dtype=torch.long)
 
 
+class SequenceShapes:
+    """The sizes a sequence implementation needs from its model (not tensors to differentiate):
+    M, N, Kd, gate channels, norm, memory conv, depth L and the input length T. The fast and
+    triton implementations extend it with their own index-map layouts."""
+
+    def __init__(self, model: "TLSTM", seq_len: int):
+        self.m = model.channels
+        self.n = model.num_locations
+        self.kd = model.arch.kernel_entries
+        self.g = model.gate_channels
+        self.norm = model.arch.norm
+        self.memory_conv = model.arch.memory_conv
+        self.depth = model.depth
+        self.seq_len = seq_len
+
+
 class TLSTM(RecurrentModel):
     """A D-dimensional tLSTM with kernel K, depth L and tensor size P = floor(K/2) * L.
 

@@ -98,7 +98,7 @@ import triton
 import triton.language as tl
 
 from ..errors import UserError
-from .tlstm import HIDDEN_OFFSET, INPUT_SLOT, NORM_EPS, TLSTM, TLSTMState
+from .tlstm import HIDDEN_OFFSET, INPUT_SLOT, NORM_EPS, TLSTM, SequenceShapes, TLSTMState
 
 # Whether the kernels below were defined for Triton's CPU interpreter (decided when
 # triton.jit runs, i.e. at this module's import).
@@ -563,18 +563,11 @@ def _tiles(n: int, m: int, kd: int) -> dict[str, int]:
                 NJP=_pow2(triton.cdiv(m, bm)))
 
 
-class _Geometry:
+class _Geometry(SequenceShapes):
     """Shapes and index maps of one model, on the model's device (int32 for the kernels)."""
 
     def __init__(self, model: TLSTM, seq_len: int):
-        self.m = model.channels
-        self.n = model.num_locations
-        self.kd = model.arch.kernel_entries
-        self.g = model.gate_channels
-        self.norm = model.arch.norm
-        self.memory_conv = model.arch.memory_conv
-        self.depth = model.depth
-        self.seq_len = seq_len
+        super().__init__(model, seq_len)
         maps = _maps(model)
         self.hidden_index, self.cell_index, self.inv_hidden, self.inv_cell, self.input_entries = maps
         self.tiles = _tiles(self.n, self.m, self.kd)
