@@ -25,10 +25,12 @@ def plot(
     are ringed in red and named under the figure.
     """
     from ..plotting import plot_results  # matplotlib is imported only when plotting
-    from ..results.store import workspace
+    from ..results.store import check_folder, workspace
 
     folder = workspace(results_dir)
-    report = plot_results(sweeps, out=out if out is not None else folder.figures, root=folder.store)
+    where = "--out" if out is not None else "the figures folder"
+    target = check_folder(out if out is not None else folder.figures, where)  # before drawing anything
+    report = plot_results(sweeps, out=target, root=folder.store)
     console.print(f"read {report.records} records")
     for fig in report.figures:
         names = ", ".join(str(p) for p in fig.paths) or "nothing to draw"

@@ -184,8 +184,11 @@ def read_record(path: "str | Path", *, missing_ok: bool = False) -> dict | None:
         if missing_ok:
             return None
         raise UserError(f"no result record {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read result record {path}: {exc}; {CORRUPT_HINT}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"corrupt result record {path}: not UTF-8 text; {CORRUPT_HINT}") from None
+    except OSError as exc:
+        raise UserError(f"cannot read result record {path}: {exc.strerror or exc}; make it readable, "
+                        f"or move it out of the store") from None
     try:
         record = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -149,7 +149,8 @@ def _break_stale(path: Path) -> None:
             breaker.unlink(missing_ok=True)
     except OSError:
         pass
-    if not _create(breaker, {"host": socket.gethostname(), "pid": os.getpid(), "expires": time.time() + _BREAK_STALE_S}):
+    mine = {"host": socket.gethostname(), "pid": os.getpid(), "expires": time.time() + _BREAK_STALE_S}
+    if not _create(breaker, mine):
         return
     try:
         if is_stale(read_lock(path), path):  # re-read under the breaker: it may be fresh by now
