@@ -455,6 +455,18 @@ def _job_failed(cell: Cell, root: Path, job_id: str | None, error: str) -> Outco
     return _store(cell, root, record, 0.0)
 
 
+def _printer(console) -> Callable[[str], None]:
+    """Print a line with rich markup on ``console``, or as plain text without one."""
+    def out(text: str) -> None:
+        if console is not None:
+            console.print(text, highlight=False)
+        else:
+            from rich.text import Text
+
+            print(Text.from_markup(text).plain)
+    return out
+
+
 def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_fn: str = DEFAULT_CELL_FN,
                  retry_failed: bool = False, console=None, poll_s: float = 2.0) -> tuple[list[Outcome], bool]:
     """Submit every cell as one job of a SLURM array (submitit) and wait for them.
@@ -503,14 +515,7 @@ def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_f
     with executor.batch():
         jobs = [executor.submit(run_one, cell, root_abs, cell_fn=cell_fn, retry_failed=retry_failed)
                 for cell in todo]
-    def out(text: str) -> None:
-        if console is not None:
-            console.print(text, highlight=False)
-        else:
-            from rich.text import Text
-
-            print(Text.from_markup(text).plain)
-
+    out = _printer(console)
     out(f"submitted {len(jobs)} jobs ({options.cluster}); job ids {jobs[0].job_id} ... {jobs[-1].job_id}; "
         f"logs in {folder}")
     slurm_id = (lambda job: job.job_id) if options.cluster == "slurm" else (lambda job: None)
@@ -568,7 +573,7 @@ def wait_elsewhere(cells: list[Cell], root: Path, *, console=None,
     have records: (outcomes of the cells finished elsewhere, cells now free, cells still held).
     """
     finished: list[Outcome] = []
-    waiting = list(cells)
+    waiting, told = list(cells), False
     status = console.status("") if console is not None else contextlib.nullcontext()
     with status:
         while True:
@@ -591,9 +596,13 @@ def wait_elsewhere(cells: list[Cell], root: Path, *, console=None,
                     held.append(cell)
             if free or not held:
                 return finished, free, held
-            waiting = held
             if console is not None:
-                status.update(f"waiting for {_holders(root, held)} (Ctrl-C stops this sweep, not that one)")
+                text = f"waiting for {_holders(root, held)} (Ctrl-C stops this sweep, not that one)"
+                if not told:  # once in the log too, not only on the status line
+                    console.print(text, highlight=False)
+                    told = True
+                status.update(text)
+            waiting = held
             time.sleep(poll_s)
 
 
