@@ -249,7 +249,7 @@ def test_random_sigkills_lose_and_duplicate_nothing(tmp_path, fake_env, monkeypa
         runs += 1
         proc = _sweep_process(spec, root, "--jobs", "2")
         try:
-            proc.wait(timeout=rng.uniform(0.2, 4.0))
+            proc.wait(timeout=rng.uniform(0.2, 3.0))
         except subprocess.TimeoutExpired:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()

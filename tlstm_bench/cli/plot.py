@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..errors import UserError
 from .app import ResultsDir, app, console, handles_user_errors
 
 
@@ -30,7 +31,10 @@ def plot(
     folder = workspace(results_dir)
     where = "--out" if out is not None else "the figures folder"
     target = check_folder(out if out is not None else folder.figures, where)  # before drawing anything
-    report = plot_results(sweeps, out=target, root=folder.store)
+    try:
+        report = plot_results(sweeps, out=target, root=folder.store)
+    except OSError as exc:  # the folder was checked; a full disk can still fail a write
+        raise UserError(f"cannot write the figures in {target}: {exc.strerror or exc}") from None
     console.print(f"read {report.records} records")
     for fig in report.figures:
         names = ", ".join(str(p) for p in fig.paths) or "nothing to draw"

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from ..atomic import atomic_write
+from ..results.store import check_name
 
 GRACE_S = 600.0
 _BREAK_STALE_S = 60.0
@@ -33,7 +34,7 @@ def lock_dir(root: Path, sweep: str) -> Path:
 
 
 def lock_path(root: Path, sweep: str, cell_id: str) -> Path:
-    return lock_dir(root, sweep) / f"{cell_id}.lock"
+    return lock_dir(root, check_name("sweep name", sweep)) / f"{check_name('cell id', cell_id)}.lock"
 
 
 def pid_alive(pid: int) -> bool:
