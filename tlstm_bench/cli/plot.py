@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..errors import UserError
 from .app import ResultsDir, app, console, handles_user_errors
 
 
@@ -25,10 +26,15 @@ def plot(
     are ringed in red and named under the figure.
     """
     from ..plotting import plot_results  # matplotlib is imported only when plotting
-    from ..results.store import workspace
+    from ..results.store import check_folder, workspace
 
     folder = workspace(results_dir)
-    report = plot_results(sweeps, out=out if out is not None else folder.figures, root=folder.store)
+    where = "--out" if out is not None else "the figures folder"
+    target = check_folder(out if out is not None else folder.figures, where)  # before drawing anything
+    try:
+        report = plot_results(sweeps, out=target, root=folder.store)
+    except OSError as exc:  # the folder was checked; a full disk can still fail a write
+        raise UserError(f"cannot write the figures in {target}: {exc.strerror or exc}") from None
     console.print(f"read {report.records} records")
     for fig in report.figures:
         names = ", ".join(str(p) for p in fig.paths) or "nothing to draw"

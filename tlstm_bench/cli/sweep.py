@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UserError
-from ..results.store import workspace
+from ..results.store import check_folder, workspace
 from ..sweeps.cell import DEFAULT_CELL_FN
 from ..sweeps.run import cluster_machine, make_plan, plan_table, run_sweep, summary_line, summary_table
 from ..sweeps.runner import SlurmOptions
@@ -45,10 +45,14 @@ def sweep(
 ) -> None:
     """Run a sweep: every cell (config x depth x seed x ...) once, skipping cells already in the store.
 
-    Each cell runs in its own process with the spec's timeout; a failed cell fails alone, and
-    the exit code is 1 if any cell of the sweep has failed (2 for bad input, 130 if interrupted).
+    Each cell runs in its own process with the spec's timeout; a failed cell fails alone. Cells
+    another live sweep runs are waited for. The exit code is 0 only when every cell has a
+    record: 1 if any cell failed or has none, 2 for bad input, 130 if interrupted.
     """
-    root = workspace(results_dir).store
+    folder = workspace(results_dir)
+    root = folder.store
+    if not dry_run:  # before any work: a store that cannot be written would lose every result
+        check_folder(folder.root, "--results-dir" if results_dir is not None else "the results folder")
     if data_dir is not None:
         if not data_dir.is_dir():
             raise UserError(f"--data-dir {data_dir} is not a folder; give the folder that holds the data files")

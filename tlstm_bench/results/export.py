@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..atomic import atomic_write
 from ..errors import UserError
 from .view import check_columns, default_columns, present_columns
 
@@ -75,9 +76,12 @@ def export(frame: pd.DataFrame, fmt: str, out: "str | Path | None" = None, *, co
         if out is None:
             raise UserError("--format parquet writes a binary file: give --out FILE.parquet")
         try:
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
             _flat(frame, lists=True).to_parquet(out, index=False)
         except ImportError:
             raise UserError("parquet needs pyarrow: pip install 'tlstm-bench[parquet]'") from None
+        except OSError as exc:
+            raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
         return None
     if fmt == "markdown":
         text = _markdown(frame)
@@ -89,6 +93,8 @@ def export(frame: pd.DataFrame, fmt: str, out: "str | Path | None" = None, *, co
         text = buffer.getvalue()
     if out is None:
         return text
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(text)
+    try:
+        atomic_write(out, lambda fh: fh.write(text))  # a failed write leaves the old file, not half a new one
+    except OSError as exc:
+        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
     return None

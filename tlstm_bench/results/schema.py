@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import types
+import typing
 from typing import Literal, Optional, TypedDict
 
 KINDS = ("runtime", "train")
@@ -80,7 +82,7 @@ class Train(TypedDict, total=False):
     epochs_done: Optional[float]
     stop_reason: str
     history: list                # every evaluation
-    resumed_at: Optional[int]
+    resumed_at: list             # the samples seen at each resume from a checkpoint
     task_options: dict
     task_info: dict
     batch_size: int
@@ -143,6 +145,50 @@ def stable_hash(payload) -> str:
 def record_key(record: dict) -> str:
     """The key of a record without one: a hash of the fields that determine its result."""
     return stable_hash({name: record.get(name) for name in KEY_FIELDS.get(record.get("kind"), ())})
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# What a non-null value of each annotated type must be; JSON has one number type, so an int
+# field takes 3.0 and a float field takes 3.
+_CHECKS = {str: ("a string", lambda v: isinstance(v, str)),
+           int: ("an integer", lambda v: _is_number(v) and float(v).is_integer()),
+           float: ("a number", _is_number),
+           bool: ("true or false", lambda v: isinstance(v, bool)),
+           list: ("a list", lambda v: isinstance(v, list)),
+           dict: ("an object", lambda v: isinstance(v, dict))}
+
+
+def _check_of(hint) -> tuple[str, typing.Callable]:
+    """(what it must be, test) of one field; ``Optional[X]`` is X (every field may be null)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1:
+        hint = args[0]
+    if typing.get_origin(hint) is Literal:
+        values = typing.get_args(hint)
+        return " or ".join(map(repr, values)), lambda v: isinstance(v, str) and v in values
+    return _CHECKS[hint]
+
+
+_FIELD_CHECKS = {name: _check_of(hint) for name, hint in typing.get_type_hints(Record).items()}
+
+
+def record_problem(record) -> str | None:
+    """What makes ``record`` (parsed JSON) not a record, in a few words; None if nothing.
+
+    A record is a JSON object whose schema fields, where present and not null, have their
+    schema's type (``date`` a string, ``depth`` an integer, ``status`` ok or failed, ...); a
+    failed record leaves results null. Fields outside the schema are free.
+    """
+    if not isinstance(record, dict):
+        kind = next((what for what, test in _CHECKS.values() if test(record)), "null")
+        return f"{kind}, not a JSON object"
+    for name, value in record.items():
+        if value is not None and name in _FIELD_CHECKS and not _FIELD_CHECKS[name][1](value):
+            return f"field {name!r} is {json.dumps(value, default=str)[:40]}, not {_FIELD_CHECKS[name][0]}"
+    return None
 
 
 def infer_kind(record: dict, collection: str | None = None) -> str | None:

@@ -11,6 +11,12 @@ installed package's folder)::
 A record is written to a temporary file in the same folder and renamed into place
 (``os.replace`` is atomic on POSIX), so a crash or a second writer never leaves a
 half-written record, and two writers of the same id leave one whole record.
+
+Names that become paths (collections, record ids; a sweep's name is its collection) must be
+plain file names (:func:`check_name`), and the store never writes outside its folder,
+whatever the name or a symbolic link says (:func:`record_path`). A record that is not what
+the schema says (not JSON, not an object, a field of the wrong type) is reported as corrupt,
+with its path and what to do, by every reader (:func:`read_record`).
 """
 
 from __future__ import annotations
@@ -18,16 +24,30 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import atomic_write
 from ..errors import UserError
+from .schema import record_problem
 
 ENV_RESULTS = "TLSTM_BENCH_RESULTS"
 DEFAULT_WORKSPACE = "results"
 _PARTS = {"store", "figures", "baselines", "evidence"}
+# A name that becomes a file or folder name: no separator, no "..", not hidden, not an option.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=,:@-]*")
+NAME_MAX = 200
+
+
+def check_name(what: str, name) -> str:
+    """``name`` if it can be a file name in the store; else a one-line error saying what is allowed."""
+    if isinstance(name, str) and len(name) <= NAME_MAX and _NAME.fullmatch(name) and ".." not in name:
+        return name
+    raise UserError(f"{what} {name!r} cannot be a file name in the results store: use letters, digits and "
+                    f"._+=,:@- (starting with a letter or digit, no '..', at most {NAME_MAX} characters)")
 
 
 @dataclass(frozen=True)
@@ -53,9 +73,13 @@ def workspace(results_dir: "str | Path | None" = None) -> Workspace:
     """``results_dir``, else ``$TLSTM_BENCH_RESULTS``, else ``./results``.
 
     A folder that holds records directly (``<dir>/<collection>/*.json``, the layout before
-    workspaces had a ``store/``) is a one-line error naming the folder to give instead.
+    workspaces had a ``store/``) is a one-line error naming the folder to give instead; so is
+    a file where the folder (or one above it) should be.
     """
-    root = Path(results_dir if results_dir is not None else os.environ.get(ENV_RESULTS) or DEFAULT_WORKSPACE)
+    given = results_dir if results_dir is not None else os.environ.get(ENV_RESULTS)
+    source = "--results-dir" if results_dir is not None else f"${ENV_RESULTS}" if given else "the results folder"
+    root = Path(given or DEFAULT_WORKSPACE)
+    check_folder(root, source, write=False)
     if not (root / "store").exists() and root.is_dir():
         holders = [p for p in root.iterdir() if p.is_dir() and p.name not in _PARTS and any(p.glob("*.json"))]
         if holders:
@@ -63,6 +87,43 @@ def workspace(results_dir: "str | Path | None" = None) -> Workspace:
                             f"them under store/: move them to {root / 'store'}/, or give --results-dir "
                             f"{root.parent} if {root.name}/ is the store of that folder")
     return Workspace(root)
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if os.path.lexists(candidate):
+            return candidate
+    return Path(".")
+
+
+def check_folder(path: "str | Path", option: str, *, write: bool = True) -> Path:
+    """A one-line error unless ``path`` is a folder, or can be made as one, that this process
+    can write to (``write``), checked before any work starts; nothing is left behind."""
+    path = Path(path)
+    existing = _nearest_existing(path)
+    if not existing.is_dir():
+        what = "is" if existing == path else f"is inside {existing}, which is"
+        raise UserError(f"{option} {path} {what} a file, not a folder; give a folder (it is made if missing)")
+    if write:
+        try:  # a real write: permission bits, read-only mounts and ACLs all answer
+            fd, probe = tempfile.mkstemp(prefix=".tlstm-bench-probe.", dir=existing)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise UserError(f"{option} {path}: cannot write in {existing} ({exc.strerror or exc}); give a folder "
+                            f"you can write to") from None
+    return path
+
+
+def check_file(path: "str | Path", option: str) -> Path:
+    """A one-line error unless ``path`` can be written as a file (its folder made if missing)."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{option} {path} is a folder; give a file name, like {path / 'results.csv'}")
+    check_folder(path.parent, f"{option} {path}: its folder", write=True)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UserError(f"{option} {path} is read-only; give another file")
+    return path
 
 
 def default_root() -> Path:
@@ -81,30 +142,61 @@ def _clean(value):
     return value
 
 
+def record_path(root: "str | Path", collection: str, record_id: str) -> Path:
+    """``<root>/<collection>/<record_id>.json``; a one-line error if a name is not a plain file name
+    or the path resolves (through a link) outside the store."""
+    check_name("collection", collection)
+    check_name("record id", record_id)
+    root = Path(root)
+    path = root / collection / f"{record_id}.json"
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise UserError(f"refusing to write {path}: it resolves to {path.resolve()}, outside the results store "
+                        f"{root.resolve()} (a symbolic link?)")
+    return path
+
+
 def write_record(record: dict, collection: str, *, root: "str | Path | None" = None,
                  record_id: str | None = None) -> Path:
     """Atomically write ``record`` as ``<root>/<collection>/<record_id>.json`` and return the path.
 
     ``root`` is a store (default: the default workspace's).
     """
-    folder = Path(root if root is not None else default_root()) / collection
-    folder.mkdir(parents=True, exist_ok=True)
     record_id = record_id or record.get("id") or uuid.uuid4().hex[:16]
+    path = record_path(root if root is not None else default_root(), collection, record_id)
     record = {**record, "id": record_id, "collection": collection}
-    path = folder / f"{record_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda fh: json.dump(_clean(record), fh, indent=1, sort_keys=True, default=str))
     return path
 
 
-def read_record(path: "str | Path") -> dict:
-    """One record; a one-line error naming the file when it is not a JSON object."""
+CORRUPT_HINT = "fix it, or move it out of the store (a sweep then runs that cell again)"
+
+
+def read_record(path: "str | Path", *, missing_ok: bool = False) -> dict | None:
+    """One record; a one-line error naming the file when it is not a record (:func:`record_problem`).
+
+    ``missing_ok``: None when there is no such file (else that is an error too).
+    """
     path = Path(path)
     try:
-        record = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"corrupt result record {path}: {exc}; delete or fix that file") from None
-    if not isinstance(record, dict):
-        raise UserError(f"corrupt result record {path}: not a JSON object; delete or fix that file")
+        text = path.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        if missing_ok:
+            return None
+        raise UserError(f"no result record {path}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"corrupt result record {path}: not UTF-8 text; {CORRUPT_HINT}") from None
+    except OSError as exc:
+        raise UserError(f"cannot read result record {path}: {exc.strerror or exc}; make it readable, "
+                        f"or move it out of the store") from None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as exc:
+        what = "empty" if not text.strip() else f"not JSON ({exc})"
+        raise UserError(f"corrupt result record {path}: {what}; {CORRUPT_HINT}") from None
+    problem = record_problem(record)
+    if problem:
+        raise UserError(f"corrupt result record {path}: {problem}; {CORRUPT_HINT}")
     return record
 
 

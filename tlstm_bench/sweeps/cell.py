@@ -7,16 +7,23 @@ that into the cell's record (:func:`make_record`, ``status = "ok"`` or ``"failed
 code other than 0 means the process died first (a crash, a kill, out of memory): the runner
 then records the cell as failed with the last line of its log. The child imports nothing
 heavy itself, so a cell function that needs no torch starts fast.
+
+A cell process dies with the process that started it (``--parent-pid``, :func:`die_with_parent`):
+a sweep killed with SIGKILL leaves no cell running on, holding its claim (issue 11).
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib
 import json
 import math
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -145,17 +152,51 @@ def cell_from_json(text: str) -> Cell:
     return Cell(**json.loads(text))
 
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+PARENT_POLL_S = 1.0
+
+
+def die_with_parent(parent: int) -> None:
+    """End this process (and its process group, if it leads one) when ``parent`` ends.
+
+    On Linux the kernel sends SIGKILL at the parent's death (``prctl(PR_SET_PDEATHSIG)``);
+    everywhere, a thread also polls the parent pid (a dead parent's children are adopted by
+    another process), which covers other systems and the cell's own children.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="watch-parent").start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:  # checked at once: the parent may have died before prctl
+        time.sleep(PARENT_POLL_S)
+    if os.getpgrp() == os.getpid():   # the runner made this process a group leader: take its children along
+        os.killpg(0, signal.SIGKILL)
+    os._exit(137)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tlstm_bench.sweeps.cell", description=__doc__)
     parser.add_argument("--root", required=True, help="results store root")
     parser.add_argument("--out", required=True, help="where to write the result JSON")
     parser.add_argument("--fn", default=DEFAULT_CELL_FN, help="cell function as module:name")
+    parser.add_argument("--parent-pid", type=int, default=None, help="end when this process ends (the runner)")
     args = parser.parse_args(argv)
+    if args.parent_pid is not None:
+        die_with_parent(args.parent_pid)
+    start = time.monotonic()
     cell = cell_from_json(sys.stdin.read())
     try:
         outcome = run(cell, Path(args.root), args.fn)
     except KeyboardInterrupt:  # Ctrl-C: leave the cell undone, the runner will not record it
         return 130
+    # The wall time goes with the result: a runner that collects it after this cell's sweep was
+    # killed (runner.harvest) has no clock of its own for it.
+    outcome["wall_time_s"] = time.monotonic() - start
     atomic_write(Path(args.out), lambda fh: json.dump(outcome, fh, default=_jsonable))
     return 0
 

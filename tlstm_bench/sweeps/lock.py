@@ -1,22 +1,29 @@
 """Claim a cell with a lock file, so two sweeps over one store never run the same cell twice.
 
-A claim is ``<root>/<sweep>/.locks/<cell id>.lock`` created with ``O_CREAT | O_EXCL`` (atomic
-on POSIX and on NFSv3+), holding the owner's host, PIDs and an expiry time. A lock is *stale*
-when its owner is gone: on the same host, none of its PIDs is alive (a zombie counts as
-dead); on any host, its expiry has passed (the cell's timeout plus a grace period). A stale
-lock is broken under a second, short-lived ``.break`` lock and after re-reading it, so two
+A claim is ``<root>/<sweep>/.locks/<cell id>.lock``, holding the owner's host, PIDs and an
+expiry time. It is written whole to a temporary file and then linked into place
+(``os.link`` fails if the lock exists: an atomic create-if-absent on POSIX and on NFS), so a
+lock file is never seen half-written. A lock is *stale* when its owner is gone: on the same
+host, none of its PIDs is alive (a zombie counts as dead); on any host, its expiry has passed
+(the cell's timeout plus a grace period). A lock that is not what this module writes (empty,
+truncated, not an object, a PID or an expiry of the wrong type: a disk or a hand broke it)
+is *corrupt* and stale at once, so a sweep never needs a person to delete it. A stale lock
+is broken under a second, short-lived ``.break`` lock and after re-reading it, so two
 processes that both find it stale cannot both take the cell.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
+import tempfile
 import time
 from pathlib import Path
 
 from ..atomic import atomic_write
+from ..results.store import check_name
 
 GRACE_S = 600.0
 _BREAK_STALE_S = 60.0
@@ -27,7 +34,7 @@ def lock_dir(root: Path, sweep: str) -> Path:
 
 
 def lock_path(root: Path, sweep: str, cell_id: str) -> Path:
-    return lock_dir(root, sweep) / f"{cell_id}.lock"
+    return lock_dir(root, check_name("sweep name", sweep)) / f"{check_name('cell id', cell_id)}.lock"
 
 
 def pid_alive(pid: int) -> bool:
@@ -46,29 +53,40 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def _valid(info) -> bool:
+    """Whether ``info`` is a lock as :func:`claim` and :meth:`CellLock.add_child` write it."""
+    def pid(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+    def number(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    return (isinstance(info, dict) and isinstance(info.get("host"), str) and pid(info.get("pid"))
+            and number(info.get("expires")) and number(info.get("created", 0.0))
+            and isinstance(info.get("child_pids", []), list) and all(map(pid, info.get("child_pids", []))))
+
+
 def read_lock(path: Path) -> dict | None:
-    """The lock's content; {} if unreadable (being written), None if there is no lock."""
+    """The lock's content; {} if it is corrupt (see the module docstring), None if there is no lock."""
     try:
-        return json.loads(path.read_text() or "{}")
-    except FileNotFoundError:
+        info = json.loads(path.read_text())
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    except (OSError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, ValueError):
         return {}
+    return info if _valid(info) else {}
 
 
 def is_stale(info: dict | None, path: Path | None = None) -> bool:
+    """Whether the owner of a lock (as :func:`read_lock` returns it) is gone; a corrupt lock ({}) is."""
     if info is None:
         return False
-    if not info:  # empty or torn: stale only if it has been so for a while
-        try:
-            return time.time() - path.stat().st_mtime > _BREAK_STALE_S if path else False
-        except OSError:
-            return False
-    if time.time() > info.get("expires", float("inf")):
+    if not info:
         return True
-    if info.get("host") == socket.gethostname():
-        pids = [info.get("pid", 0), *info.get("child_pids", [])]
-        return not any(pid_alive(int(p)) for p in pids if p)
+    if time.time() > info["expires"]:
+        return True
+    if info["host"] == socket.gethostname():
+        return not any(pid_alive(p) for p in [info["pid"], *info.get("child_pids", [])])
     return False
 
 
@@ -77,12 +95,28 @@ def _write(path: Path, info: dict) -> None:
 
 
 def _create(path: Path, info: dict) -> bool:
+    """Create ``path`` holding ``info`` unless it exists: written whole, then linked into place."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(info, fh)
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    except OSError:  # a filesystem without hard links: create it in place (a reader may see it torn)
+        return _create_in_place(path, info)
+    finally:
+        os.unlink(tmp)
+    return True
+
+
+def _create_in_place(path: Path, info: dict) -> bool:
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return False
     with os.fdopen(fd, "w") as fh:
-        json.dump(info, fh)
+        fh.write(json.dumps(info))
     return True
 
 
@@ -111,12 +145,13 @@ class CellLock:
 
 def _break_stale(path: Path) -> None:
     breaker = path.with_name(path.name + ".break")
-    try:
-        if time.time() - breaker.stat().st_mtime > _BREAK_STALE_S:
+    try:  # a breaker left by a process killed while breaking: its owner is dead, or it is old
+        if is_stale(read_lock(breaker)) or time.time() - breaker.stat().st_mtime > _BREAK_STALE_S:
             breaker.unlink(missing_ok=True)
     except OSError:
         pass
-    if not _create(breaker, {"host": socket.gethostname(), "pid": os.getpid()}):
+    mine = {"host": socket.gethostname(), "pid": os.getpid(), "expires": time.time() + _BREAK_STALE_S}
+    if not _create(breaker, mine):
         return
     try:
         if is_stale(read_lock(path), path):  # re-read under the breaker: it may be fresh by now

@@ -9,9 +9,10 @@ from rich.table import Table
 
 from ..errors import UserError
 from .cell import DEFAULT_CELL_FN
+from ..results import store
 from ..results.provenance import code_version
 from .grid import Cell, expand, parse_filters, select
-from .runner import SlurmOptions, Summary, cell_state, run_cells
+from .runner import DONE, FAILED, SlurmOptions, Summary, cell_state, run_cells
 from .spec import SweepSpec, load_spec
 
 
@@ -48,6 +49,10 @@ def make_plan(spec: "str | Path | SweepSpec", *, root: "str | Path", only=(), de
     """
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec)
+    try:  # the name is the sweep's folder in the store
+        store.check_name("sweep name", spec.name)
+    except UserError as exc:
+        raise UserError(f"{exc}; it comes from the spec file's name {spec.path.name!r}: rename the file") from None
     if device is not None and not (device in ("cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit())):
         raise UserError(f"--device must be cpu, cuda or cuda:N, got {device!r}")
     code = code if code is not None else code_version()
@@ -142,15 +147,20 @@ def cell_sizes(plan: Plan) -> dict[str, str]:
 
 
 def summary_table(summary: Summary) -> Table | None:
-    failures = summary.failures
-    if not failures:
+    """The cells that failed or have no record, and why; None if there are none."""
+    rows = summary.failures + [o for o in summary.outcomes if o.state not in (*DONE, *FAILED)]
+    if not rows:
         return None
-    table = Table(title=f"{len(failures)} failed cells", title_justify="left")
+    failed, missing = len(summary.failures), len(rows) - len(summary.failures)
+    title = ", ".join(part for part in (failed and f"{failed} failed cells",
+                                        missing and f"{missing} cells without a record") if part)
+    table = Table(title=title, title_justify="left")
     for name in ("id", "cell", "error"):
         table.add_column(name)
-    for outcome in failures:
-        note = "" if outcome.state == "failed" else " (earlier run; --retry-failed reruns it)"
-        table.add_row(outcome.cell.id[:10], outcome.cell.label(), f"{outcome.error or 'failed'}{note}")
+    for outcome in rows:
+        note = {"skipped-failed": " (earlier run; --retry-failed reruns it)", "elsewhere-failed": " (another run)",
+                "taken": "still running elsewhere", "interrupted": "interrupted"}.get(outcome.state, "")
+        table.add_row(outcome.cell.id[:10], outcome.cell.label(), f"{outcome.error or ''}{note}".strip() or "failed")
     return table
 
 
@@ -158,10 +168,15 @@ def summary_line(summary: Summary) -> str:
     ran = summary.count("ok", "failed")
     line = (f"sweep {summary.sweep}: {summary.planned} cells; ran {ran} ({summary.count('ok')} ok, "
             f"{summary.count('failed')} failed), already done {summary.count('skipped-done')}, "
-            f"failed earlier {summary.count('skipped-failed')}, running elsewhere {summary.count('taken')}; "
+            f"failed earlier {summary.count('skipped-failed')}, "
+            f"done by another run {summary.count('elsewhere-ok', 'elsewhere-failed')}; "
             f"wall time {summary.wall_time_s:.1f} s")
+    if summary.missing:
+        line += f"; {summary.missing} cell{' has' if summary.missing == 1 else 's have'} no record"
     if summary.interrupted:
         line += "; interrupted (rerun the same command to resume)"
+    elif summary.missing:
+        line += " (see the table above)"
     return line
 
 
@@ -172,5 +187,6 @@ def run_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", jobs: int =
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")
     plan = make_plan(spec, root=root, only=only, device=device, code=code, machine=cluster_machine(executor, slurm))
+    store.check_folder(Path(root) / plan.spec.name, "the results store")  # before any cell runs
     return run_cells(plan.cells, root, jobs=jobs, executor=executor, cell_fn=cell_fn, retry_failed=retry_failed,
                      slurm=slurm, console=console)

@@ -5,17 +5,25 @@ Rules (docs/sweeps.md, "Resuming and running twice", says the same):
 * A cell is **done** when its record exists: ``ok`` records are never rerun; ``failed``
   records are not rerun either (a deterministic failure would fail again) unless
   ``retry_failed``, and they still count as failures in the summary and the exit code.
-* Before running a cell the runner **claims** it with a lock file (:mod:`.lock`); a cell
-  claimed by a live process elsewhere (another sweep, a SLURM job) is left to it.
-  After claiming, the runner looks for the record again, so a cell finished by another
-  sweep between planning and claiming is not run twice.
-* Each cell runs in a **subprocess** with a timeout (``python -m tlstm_bench.sweeps.cell``):
-  a crash, a NaN or a hang fails that cell only. Interrupting the sweep kills the running
-  cells and leaves them undone (no record), so the next run does them again.
+* Before running a cell the runner **claims** it with a lock file (:mod:`.lock`). After
+  claiming, the runner looks for the record again, so a cell finished by another sweep
+  between planning and claiming is not run twice.
+* A cell claimed by a **live** process elsewhere (another sweep, a SLURM job) is waited for,
+  and counts when its record appears; if its owner dies first, the claim is stale and this
+  sweep takes the cell over. A sweep never exits 0 while a cell of its plan has no record.
+* Each cell runs in a **subprocess** with a timeout (``python -m tlstm_bench.sweeps.cell``), in
+  its own process group and bound to die with the sweep (:func:`.cell.die_with_parent`): a
+  crash, a NaN or a hang fails that cell only, and a killed sweep leaves no cell running.
+  Interrupting the sweep kills the running cells and leaves them undone (no record), so the
+  next run does them again.
+* A cell process writes its result to a file before the runner turns it into the record. A
+  result whose record was never written (the sweep was killed in between, or the write
+  failed) is **collected** by the next run that claims the cell (:func:`harvest`), not rerun.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -31,29 +39,29 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import UserError
+from ..results import store
 from . import lock as locks
 from .cell import DEFAULT_CELL_FN, cell_to_json, make_record
 from .grid import Cell
 
 LOG_TAIL = 400
+WAIT_POLL_S = 0.5
 # Exit codes of a cell process that was interrupted (Ctrl-C, SIGTERM, scancel), not failed: the
 # cell is left undone, without a record, and the next run does it again.
 INTERRUPTED = (130, 143, -signal.SIGINT, -signal.SIGTERM)
+# Outcome states of a cell that has its record (done) or a failed one.
+DONE = ("ok", "skipped-done", "elsewhere-ok")
+FAILED = ("failed", "skipped-failed", "elsewhere-failed")
 
 
 def record_path(root: Path, cell: Cell) -> Path:
-    return Path(root) / cell.sweep / f"{cell.id}.json"
+    return store.record_path(root, cell.sweep, cell.id)
 
 
 def read_status(root: Path, cell: Cell) -> str | None:
-    """``"ok"``, ``"failed"`` or None (no record)."""
-    path = record_path(root, cell)
-    try:
-        return json.loads(path.read_text()).get("status", "failed")
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return "failed"
+    """``"ok"``, ``"failed"`` or None (no record); a one-line error when the record is corrupt."""
+    record = store.read_record(record_path(root, cell), missing_ok=True)
+    return None if record is None else record.get("status", "failed")
 
 
 def cell_state(root: Path, cell: Cell) -> str:
@@ -69,10 +77,14 @@ def cell_state(root: Path, cell: Cell) -> str:
 @dataclass
 class Outcome:
     cell: Cell
-    state: str  # "ok" | "failed" | "skipped-done" | "skipped-failed" | "taken" (elsewhere) | "interrupted"
+    # ok | failed (ran here) | skipped-done | skipped-failed (recorded before) | elsewhere-ok |
+    # elsewhere-failed (another process ran it while this sweep waited) | taken (still held elsewhere) |
+    # interrupted | unsaved (its record could not be written) | corrupt (its record file is)
+    state: str
     error: str | None = None
     wall_time_s: float = 0.0
     record: dict | None = None
+    note: str | None = None
 
 
 @dataclass
@@ -88,17 +100,33 @@ class Summary:
 
     @property
     def failures(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.state in ("failed", "skipped-failed")]
+        return [o for o in self.outcomes if o.state in FAILED]
+
+    @property
+    def missing(self) -> int:
+        """Cells of the plan without a record when the sweep ended (none was written, or it is corrupt)."""
+        return self.planned - self.count(*DONE, *FAILED)
 
     @property
     def exit_code(self) -> int:
         if self.interrupted:
             return 130
-        return 1 if self.failures else 0
+        return 1 if self.failures or self.missing else 0
 
 
 def _log_path(root: Path, cell: Cell) -> Path:
     return Path(root) / cell.sweep / ".logs" / f"{cell.id}.log"
+
+
+def _results_left(root: Path, cell: Cell) -> list[Path]:
+    """Result files of the cell's processes (``<id>.<runner pid>.result.json``), oldest first."""
+    def mtime(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return sorted(_log_path(root, cell).parent.glob(f"{cell.id}.*.result.json"), key=mtime)
 
 
 def _tail(path: Path) -> str:
@@ -108,6 +136,17 @@ def _tail(path: Path) -> str:
         return ""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     return lines[-1][-LOG_TAIL:] if lines else ""
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill a cell process and its process group (its own children)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        try:
+            proc.kill()
+        except OSError:
+            pass
 
 
 class _Stop:
@@ -122,10 +161,15 @@ class _Stop:
         self.event.set()
         with self.lock:
             for proc in list(self.procs):
-                try:
-                    proc.kill()
-                except OSError:
-                    pass
+                _kill(proc)
+
+
+def _recorded(root: Path, cell: Cell, retry_failed: bool) -> Outcome | None:
+    """The outcome of a cell that needs no run (its record exists), else None."""
+    status = read_status(root, cell)
+    if status == "ok" or (status is not None and not retry_failed):
+        return Outcome(cell, "skipped-done" if status == "ok" else "skipped-failed")
+    return None
 
 
 def run_one(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, retry_failed: bool = False,
@@ -136,76 +180,132 @@ def run_one(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, r
     no-duplicate rules hold for cluster jobs too.
     """
     root = Path(root)
-    status = read_status(root, cell)
-    if status == "ok" or (status is not None and not retry_failed):
-        return Outcome(cell, "skipped-done" if status == "ok" else "skipped-failed")
-    claim = locks.claim(root, cell.sweep, cell.id, timeout_s=cell.timeout_s)
-    if claim is None:
-        return Outcome(cell, "taken")
     try:
-        status = read_status(root, cell)  # finished elsewhere while we planned?
-        if status == "ok" or (status is not None and not retry_failed):
-            return Outcome(cell, "skipped-done" if status == "ok" else "skipped-failed")
-        if stop is not None and stop.event.is_set():
-            return Outcome(cell, "interrupted")
-        log = _log_path(root, cell)
-        log.parent.mkdir(parents=True, exist_ok=True)
-        result_path = log.with_suffix(f".{os.getpid()}.result.json")
-        result_path.unlink(missing_ok=True)
-        start = time.monotonic()
-        with open(log, "w") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "tlstm_bench.sweeps.cell", "--root", str(root),
-                                     "--out", str(result_path), "--fn", cell_fn], stdin=subprocess.PIPE,
-                                    stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
-            claim.add_child(proc.pid)
+        done = _recorded(root, cell, retry_failed)
+        if done is not None:
+            return done
+        claim = locks.claim(root, cell.sweep, cell.id, timeout_s=cell.timeout_s)
+        if claim is None:
+            return Outcome(cell, "taken")
+        try:
+            done = _recorded(root, cell, retry_failed)  # finished elsewhere while we planned?
+            if done is not None:
+                return done
+            collected = harvest(root, cell) if read_status(root, cell) is None else None
+            if collected is not None:
+                return collected
+            if stop is not None and stop.event.is_set():
+                return Outcome(cell, "interrupted")
+            return _run_claimed(cell, root, claim, cell_fn=cell_fn, stop=stop, env=env)
+        finally:
+            claim.release()
+    except UserError as exc:  # its record file was found corrupt while the sweep ran
+        return Outcome(cell, "corrupt", str(exc))
+
+
+def _run_process(cell: Cell, root: Path, log: Path, result_path: Path, claim: locks.CellLock, *, cell_fn: str,
+                 stop: _Stop | None, env: dict | None) -> tuple[int, str | None]:
+    """Run the cell's process to its end or its timeout: (exit code, timeout error or None).
+
+    It gets its own process group (so a kill takes its children along, and a Ctrl-C at the
+    terminal reaches only the sweep, which then kills it) and dies with this process.
+    """
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "tlstm_bench.sweeps.cell", "--root", str(root),
+                                 "--out", str(result_path), "--fn", cell_fn, "--parent-pid", str(os.getpid())],
+                                stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, text=True, env=env,
+                                start_new_session=True)
+        claim.add_child(proc.pid)
+        if stop is not None:
+            with stop.lock:
+                stop.procs.add(proc)
+            if stop.event.is_set():
+                _kill(proc)
+        error = None
+        try:
+            proc.communicate(cell_to_json(cell), timeout=cell.timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            proc.wait()
+            error = f"timed out after {cell.timeout_s:g} s (the spec's timeout_s)"
+        finally:
             if stop is not None:
                 with stop.lock:
-                    stop.procs.add(proc)
-                if stop.event.is_set():
-                    proc.kill()
-            error = None
-            try:
-                proc.communicate(cell_to_json(cell), timeout=cell.timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                error = f"timed out after {cell.timeout_s:g} s (the spec's timeout_s)"
-            finally:
-                if stop is not None:
-                    with stop.lock:
-                        stop.procs.discard(proc)
-        wall = time.monotonic() - start
-        if proc.returncode in INTERRUPTED or (stop is not None and stop.event.is_set() and proc.returncode != 0):
-            return Outcome(cell, "interrupted", wall_time_s=wall)  # no record: the next run does it again
-        result = None
-        if error is None and proc.returncode == 0:
-            try:
-                outcome = json.loads(result_path.read_text())
-                result, error = outcome.get("result"), outcome.get("error")
-            except (OSError, ValueError) as exc:
-                error = f"the cell process left no readable result ({exc})"
-        elif error is None:
-            code = proc.returncode
-            how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            tail = _tail(log)
-            error = f"cell process {how}" + (f": {tail}" if tail else "")
-        result_path.unlink(missing_ok=True)
+                    stop.procs.discard(proc)
+    return proc.returncode, error
+
+
+def _run_claimed(cell: Cell, root: Path, claim: locks.CellLock, *, cell_fn: str, stop: _Stop | None,
+                 env: dict | None) -> Outcome:
+    log = _log_path(root, cell)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    result_path = log.with_suffix(f".{os.getpid()}.result.json")
+    result_path.unlink(missing_ok=True)
+    start = time.monotonic()
+    code, error = _run_process(cell, root, log, result_path, claim, cell_fn=cell_fn, stop=stop, env=env)
+    wall = time.monotonic() - start
+    if code in INTERRUPTED or (stop is not None and stop.event.is_set() and code != 0):
+        return Outcome(cell, "interrupted", wall_time_s=wall)  # no record: the next run does it again
+    result = None
+    if error is None and code == 0:
+        try:
+            outcome = json.loads(result_path.read_text())
+            result, error = outcome.get("result"), outcome.get("error")
+        except (OSError, ValueError) as exc:
+            error = f"the cell process left no readable result ({exc})"
+    elif error is None:
+        how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        tail = _tail(log)
+        error = f"cell process {how}" + (f": {tail}" if tail else "")
+    with contextlib.suppress(OSError):
         if log.stat().st_size == 0:
             log.unlink()
-        from ..results import write_record
+    return _store(cell, root, make_record(cell, result, error=error, wall_time_s=wall), wall)
 
-        record = make_record(cell, result, error=error, wall_time_s=wall)
-        write_record(record, cell.sweep, root=root, record_id=cell.id)
-        if record["status"] == "ok":  # a finished cell needs no checkpoint to resume from
-            shutil.rmtree(Path(root) / cell.sweep / ".checkpoints" / cell.id, ignore_errors=True)
-        return Outcome(cell, record["status"], record.get("error"), wall, record)
-    finally:
-        claim.release()
+
+def _store(cell: Cell, root: Path, record: dict, wall: float, note: str | None = None) -> Outcome:
+    """Write the cell's record, then drop its result files; if the write fails, keep them (the
+    next run collects them) and say where they are."""
+    from .. import results
+
+    try:
+        results.write_record(record, cell.sweep, root=root, record_id=cell.id)
+    except OSError as exc:
+        kept = _results_left(root, cell)
+        where = (f"its result is kept in {kept[-1]} and the next run of this sweep stores it" if kept
+                 else "the next run of this sweep runs it again")
+        return Outcome(cell, "unsaved", f"cannot write its record {record_path(root, cell)} "
+                       f"({exc.strerror or exc}); {where}", wall, record)
+    for path in _results_left(root, cell):
+        path.unlink(missing_ok=True)
+    if record["status"] == "ok":  # a finished cell needs no checkpoint to resume from
+        shutil.rmtree(Path(root) / cell.sweep / ".checkpoints" / cell.id, ignore_errors=True)
+    return Outcome(cell, record["status"], record.get("error"), wall, record, note)
+
+
+def harvest(root: Path, cell: Cell) -> Outcome | None:
+    """Store the result a cell process left without a record, and return its outcome; None if
+    it left none (then the cell has to run).
+
+    That happens when a sweep is killed after its cell finished but before the record was
+    written, or when writing the record failed. Call it only with the cell claimed and no
+    record stored: the process that wrote the result is then gone.
+    """
+    for path in reversed(_results_left(root, cell)):  # the newest first
+        try:
+            outcome = json.loads(path.read_text())
+            result, error, wall = outcome.get("result"), outcome.get("error"), outcome.get("wall_time_s")
+            record = make_record(cell, result, error=error, wall_time_s=wall)
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue  # not a result this code wrote: run the cell instead
+        return _store(cell, root, record, wall or 0.0,
+                      note=f"collected from {path.name}: the cell had finished, its record was not stored")
+    return None
 
 
 def _describe(outcome: Outcome) -> str:
     rec = outcome.record or {}
-    if outcome.state != "ok":
+    if outcome.state not in DONE:
         return outcome.error or outcome.state
     if outcome.cell.kind == "runtime" and rec.get("ms_per_step") is not None:
         return f"{rec['ms_per_step']:.3f} ms/step, M={rec.get('channels')}"
@@ -214,6 +314,35 @@ def _describe(outcome: Outcome) -> str:
         extra = f", solved after {solved:,} samples" if solved else ""
         return f"test {rec.get('metric')} {rec['test_metric']:.4g}, M={rec.get('channels')}{extra}"
     return "ok"
+
+
+_MARKS = {"ok": "[green]ok[/]", "elsewhere-ok": "[green]ok[/]", "failed": "[red]FAILED[/]",
+          "elsewhere-failed": "[red]FAILED[/]", "unsaved": "[red]NOT STORED[/]", "corrupt": "[red]CORRUPT[/]"}
+
+
+def report_line(outcome: Outcome) -> str | None:
+    """The console line of a cell that ran (here or elsewhere) or could not be stored; None for the rest."""
+    if outcome.state not in _MARKS:
+        return None
+    where = " (by another run)" if outcome.state.startswith("elsewhere") else f" ({outcome.wall_time_s:.1f} s)"
+    note = f" [{outcome.note}]" if outcome.note else ""
+    return f"{_MARKS[outcome.state]} {outcome.cell.label()}{where}: {_describe(outcome)}{note}"
+
+
+@contextlib.contextmanager
+def _term_interrupts():
+    """SIGTERM (kill, scancel, a timeout of the caller) stops the sweep as Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DEFAULT_CELL_FN,
@@ -234,7 +363,8 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
 
     def status_text() -> str:
         return (f"[green]done {counts['ok'] + counts['skipped-done']}[/] · [yellow]running {running[0]}[/] · "
-                f"[red]failed {counts['failed'] + counts['skipped-failed']}[/]")
+                f"[red]failed {counts['failed'] + counts['skipped-failed']}[/]"
+                + (f" · elsewhere {counts['taken']}" if counts["taken"] else ""))
 
     def work(cell: Cell) -> Outcome:
         running[0] += 1
@@ -244,15 +374,10 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
         finally:
             running[0] -= 1
 
-    old_term = None
-    if threading.current_thread() is threading.main_thread():
-        def on_term(signum, frame):
-            raise KeyboardInterrupt
-        old_term = signal.signal(signal.SIGTERM, on_term)
     interrupted = False
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        with progress:
+        with _term_interrupts(), progress:
             pending = {pool.submit(work, cell) for cell in cells}
             while pending:
                 done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -261,10 +386,9 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
                     outcomes.append(outcome)
                     counts[outcome.state] += 1
                     progress.advance(task)
-                    if outcome.state in ("ok", "failed"):
-                        mark = "[green]ok[/]" if outcome.state == "ok" else "[red]FAILED[/]"
-                        progress.console.print(f"{mark} {outcome.cell.label()} ({outcome.wall_time_s:.1f} s): "
-                                               f"{_describe(outcome)}", highlight=False)
+                    line = report_line(outcome)
+                    if line:
+                        progress.console.print(line, highlight=False)
                     if on_outcome:
                         on_outcome(outcome)
                 progress.update(task, status=status_text())
@@ -274,8 +398,6 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
         pool.shutdown(wait=True, cancel_futures=True)
     finally:
         pool.shutdown(wait=True)
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, old_term)
     return outcomes, interrupted
 
 
@@ -316,20 +438,33 @@ def _slurm_states(job_name: str) -> dict[str, str] | None:
 
 
 def _job_failed(cell: Cell, root: Path, job_id: str | None, error: str) -> Outcome:
-    """The job died before its cell finished: record the cell as failed, unless the job wrote a record."""
-    from ..results import write_record
-
-    if read_status(root, cell) is not None:  # it died after writing the cell's record
-        try:
-            record = json.loads(record_path(root, cell).read_text())
-        except (OSError, ValueError):
-            record = {}
+    """The job died before its cell finished: record the cell as failed, unless the job wrote a
+    record or its cell left a result (then that is stored: SLURM says the job is gone)."""
+    try:
+        record = store.read_record(record_path(root, cell), missing_ok=True)
+    except UserError as exc:
+        return Outcome(cell, "corrupt", str(exc))
+    if record is not None:  # it died after writing the cell's record
         ok = record.get("status") == "ok"
         return Outcome(cell, "ok" if ok else "failed", None if ok else record.get("error", error), record=record)
+    collected = harvest(root, cell)
+    if collected is not None:
+        return collected
     record = make_record(cell, error=error)
     record["slurm_job_id"] = job_id
-    write_record(record, cell.sweep, root=root, record_id=cell.id)
-    return Outcome(cell, "failed", error, record=record)
+    return _store(cell, root, record, 0.0)
+
+
+def _printer(console) -> Callable[[str], None]:
+    """Print a line with rich markup on ``console``, or as plain text without one."""
+    def out(text: str) -> None:
+        if console is not None:
+            console.print(text, highlight=False)
+        else:
+            from rich.text import Text
+
+            print(Text.from_markup(text).plain)
+    return out
 
 
 def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_fn: str = DEFAULT_CELL_FN,
@@ -380,7 +515,7 @@ def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_f
     with executor.batch():
         jobs = [executor.submit(run_one, cell, root_abs, cell_fn=cell_fn, retry_failed=retry_failed)
                 for cell in todo]
-    out = console.print if console is not None else print
+    out = _printer(console)
     out(f"submitted {len(jobs)} jobs ({options.cluster}); job ids {jobs[0].job_id} ... {jobs[-1].job_id}; "
         f"logs in {folder}")
     slurm_id = (lambda job: job.job_id) if options.cluster == "slurm" else (lambda job: None)
@@ -415,8 +550,9 @@ def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_f
                                               f"its cell finished: time limit, memory or node failure? see {log}")
                 remaining.remove((cell, job))
                 outcomes.append(outcome)
-                if outcome.state in ("ok", "failed"):
-                    out(f"{'ok' if outcome.state == 'ok' else 'FAILED'} {cell.label()}: {_describe(outcome)}")
+                line = report_line(outcome)
+                if line:
+                    out(line)
                 elif outcome.state == "interrupted":
                     out(f"INTERRUPTED {cell.label()}: job {job.job_id} stopped before the cell finished (scancel?); "
                         f"the cell has no record: rerun the same command to submit it again")
@@ -429,22 +565,89 @@ def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_f
     return outcomes, interrupted
 
 
+def wait_elsewhere(cells: list[Cell], root: Path, *, console=None,
+                   poll_s: float = WAIT_POLL_S) -> tuple[list[Outcome], list[Cell], list[Cell]]:
+    """Wait while live processes elsewhere (another sweep, a SLURM job) hold ``cells``.
+
+    Returns as soon as one of them is free to take (its owner died without a record) or all
+    have records: (outcomes of the cells finished elsewhere, cells now free, cells still held).
+    """
+    finished: list[Outcome] = []
+    waiting, told = list(cells), False
+    status = console.status("") if console is not None else contextlib.nullcontext()
+    with status:
+        while True:
+            free, held = [], []
+            for cell in waiting:
+                try:
+                    record = store.read_record(record_path(root, cell), missing_ok=True)
+                except UserError as exc:
+                    finished.append(Outcome(cell, "corrupt", str(exc)))
+                    continue
+                if record is not None:
+                    ok = record.get("status") == "ok"
+                    finished.append(Outcome(cell, "elsewhere-ok" if ok else "elsewhere-failed", record.get("error"),
+                                            record=record))
+                    if console is not None:
+                        console.print(report_line(finished[-1]), highlight=False)
+                elif locks.holder(root, cell.sweep, cell.id) is None:
+                    free.append(cell)
+                else:
+                    held.append(cell)
+            if free or not held:
+                return finished, free, held
+            if console is not None:
+                text = f"waiting for {_holders(root, held)} (Ctrl-C stops this sweep, not that one)"
+                if not told:  # once in the log too, not only on the status line
+                    console.print(text, highlight=False)
+                    told = True
+                status.update(text)
+            waiting = held
+            time.sleep(poll_s)
+
+
+def _holders(root: Path, cells: list[Cell]) -> str:
+    """``2 cells held by pid 123 on host-a`` (what the claims say)."""
+    owners = Counter()
+    for cell in cells:
+        info = locks.holder(root, cell.sweep, cell.id) or {}
+        owners[f"pid {info.get('pid')} on {info.get('host')}"] += 1
+    plural = "s" if len(cells) > 1 else ""
+    return f"{len(cells)} cell{plural} that another run is running ({', '.join(owners)})"
+
+
 def run_cells(cells: list[Cell], root: "str | Path", *, jobs: int = 1, executor: str = "local",
               cell_fn: str = DEFAULT_CELL_FN, retry_failed: bool = False, slurm: SlurmOptions | None = None,
               console=None, env: dict | None = None) -> Summary:
-    """Run the cells (already selected) and summarise."""
+    """Run the cells (already selected), wait for those that others run, and summarise."""
     root = Path(root)
     start = time.monotonic()
     sweep = cells[0].sweep if cells else ""
     if executor == "local":
-        outcomes, interrupted = run_local(cells, root, jobs=jobs, cell_fn=cell_fn, retry_failed=retry_failed,
-                                          console=console, env=env)
+        def execute(todo):
+            return run_local(todo, root, jobs=jobs, cell_fn=cell_fn, retry_failed=retry_failed, console=console,
+                             env=env)
     elif executor == "slurm":
-        outcomes, interrupted = run_submitit(cells, root, slurm or SlurmOptions(), cell_fn=cell_fn,
-                                             retry_failed=retry_failed, console=console)
+        def execute(todo):
+            return run_submitit(todo, root, slurm or SlurmOptions(), cell_fn=cell_fn, retry_failed=retry_failed,
+                                console=console)
     else:
         raise UserError(f"unknown executor {executor!r}; use local or slurm")
+    with _term_interrupts():
+        outcomes, interrupted = execute(cells)
+        while not interrupted and any(o.state == "taken" for o in outcomes):
+            taken = [o.cell for o in outcomes if o.state == "taken"]
+            outcomes = [o for o in outcomes if o.state != "taken"]
+            try:
+                finished, free, held = wait_elsewhere(taken, root, console=console)
+            except KeyboardInterrupt:
+                outcomes += [Outcome(c, "taken") for c in taken]
+                interrupted = True
+                break
+            outcomes += finished + [Outcome(c, "taken") for c in held]
+            if free:  # their owners died without a record: take them over
+                more, interrupted = execute(free)
+                outcomes += more
     # A cell interrupted from outside (its process or job killed) has no record: the sweep is not done.
     interrupted = interrupted or any(o.state == "interrupted" for o in outcomes)
     return Summary(sweep, len(cells), outcomes, time.monotonic() - start, interrupted)
-
