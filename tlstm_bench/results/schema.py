@@ -140,6 +140,11 @@ def stable_hash(payload) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def versioned_id(key: str, code_version: str) -> str:
+    """A record's id: its key and the code version that computed it (a sweep cell's, a ``train`` run's)."""
+    return stable_hash({"key": key, "code_version": code_version})
+
+
 def record_key(record: dict) -> str:
     """The key of a record without one: a hash of the fields that determine its result."""
     return stable_hash({name: record.get(name) for name in KEY_FIELDS.get(record.get("kind"), ())})
