@@ -12,7 +12,7 @@ from .cell import DEFAULT_CELL_FN
 from ..results.provenance import code_version
 from .grid import Cell, expand, parse_filters, select
 from .runner import SlurmOptions, Summary, cell_state, run_cells
-from .spec import SweepSpec, load_spec
+from .spec import SweepSpec, check_device_here, load_spec
 
 
 @dataclass
@@ -172,5 +172,7 @@ def run_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", jobs: int =
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")
     plan = make_plan(spec, root=root, only=only, device=device, code=code, machine=cluster_machine(executor, slurm))
+    if executor == "local":
+        check_device_here(device or plan.spec.device)
     return run_cells(plan.cells, root, jobs=jobs, executor=executor, cell_fn=cell_fn, retry_failed=retry_failed,
                      slurm=slurm, console=console)
