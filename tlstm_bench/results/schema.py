@@ -22,7 +22,7 @@ KINDS = ("runtime", "train")
 
 
 class Identity(TypedDict, total=False):
-    id: str                 # the file name without .json; a sweep cell's id hashes key + code_version
+    id: str                 # the file name without .json; a sweep cell's or train run's id hashes key + code_version
     collection: str         # the store folder: a sweep's name, "training" or "timing"
     kind: Literal["runtime", "train"]
     key: str                # hash of what determines the result (one cell): newest record per key wins
