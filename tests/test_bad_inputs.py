@@ -57,6 +57,7 @@ CASES = [
     ("info-unknown-config", ["info", "4d-xl", "--vocab", "5", "--channels", "4"], "unknown config", None),
     ("info-missing-config", ["info"], "Missing argument", None),
     ("info-unknown-option", [*INFO, "--nope"], "No such option", None),
+    ("info-markup-in-message", ["info", "tlstm:norm=[/x]", "--vocab", "5", "--channels", "4"], "[/x]", None),
     # ---- budget -------------------------------------------------------------------------------
     ("budget-depth-0", ["budget", "--depths", "0"], "depth", None),
     ("budget-depths-text", ["budget", "--depths", "1,x"], "--depths", None),
@@ -109,6 +110,8 @@ CASES = [
     ("train-task-unknown", ["train", "2d", "--task", "wiki", "--channels", "4"], "unknown task", None),
     ("train-too-large", [*TRAIN[:6], "--channels", "100000", "--depth", "3"], "needs at least", None),
     ("train-samples-and-epochs", [*TRAIN, "--epochs", "2"], "not both", None),
+    ("train-batch-too-large", ["train", "2d", "--task", "mnist", "--source", "digits", "--channels", "4", "--epochs",
+                               "1", "--batch-size", "100000000"], "needs at least", None),
     ("train-device", [*TRAIN, "--device", "tpu"], "device", None),
     ("train-lr-text", [*TRAIN, "--lr", "fast"], "--lr", None),
     # ---- visualize ----------------------------------------------------------------------------
