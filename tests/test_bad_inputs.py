@@ -91,7 +91,7 @@ CASES = [
     ("train-lr-0", [*TRAIN, "--lr", "0"], "--lr", None),
     ("train-lr-inf", [*TRAIN, "--lr", "inf"], "--lr", None),
     ("train-results-file", [*TRAIN, "--results-dir", "{file}"], "is a file", None),
-    ("train-results-under-file", [*TRAIN, "--results-dir", "{file}/sub"], "cannot be created", None),
+    ("train-results-under-file", [*TRAIN, "--results-dir", "{file}/sub"], "is a file", None),
     ("train-results-unwritable", [*TRAIN, "--results-dir", "{ro}"], "not writable", UNWRITABLE),
     ("train-checkpoint-file", [*TRAIN, "--checkpoint-dir", "{file}"], "is a file", None),
     ("train-checkpoint-unwritable", [*TRAIN, "--checkpoint-dir", "{ro}/ck"], "not writable", UNWRITABLE),
