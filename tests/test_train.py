@@ -281,3 +281,106 @@ def test_a_finished_run_can_be_extended_with_a_larger_limit(tmp_path):
     straight = quick(checkpoint_dir=tmp_path / "b", max_samples=15 * 12)
     assert longer["samples_seen"] == straight["samples_seen"] == 180
     assert_same_params(final_params(tmp_path / "a"), final_params(tmp_path / "b"))
+
+
+# ---- a run's identity: killed or finished, run again, one record ------------------------------
+SMALL_RUN = ["train", "2d", "--task", "memorization", "--symbols", "3", "--depth", "2", "--channels", "6",
+             "--max-samples", str(15 * 240), "--seed", "2", "--threads", "1"]
+
+
+def _records(results):
+    return sorted((results / "store" / "training").glob("*.json"))
+
+
+def _kill_at(args: list[str], moment: str, results, ck, delay: float) -> None:
+    """Start the real command line, SIGKILL it at ``moment``, and check the state it left."""
+    proc = subprocess.Popen([sys.executable, "-m", "tlstm_bench", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    path = checkpoint_path(ck)
+    start = time.monotonic()
+
+    def reached() -> bool:
+        if moment == "before-checkpoint":
+            return time.monotonic() > start + delay
+        return path.exists() if moment == "after-checkpoint" else bool(_records(results))
+
+    while not reached() and proc.poll() is None and time.monotonic() < start + 120:
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    if moment != "after-record":
+        assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+        assert not _records(results)
+
+
+@pytest.mark.parametrize("moment", ["before-checkpoint", "after-checkpoint", "after-record"])
+def test_a_train_command_killed_and_run_again_leaves_exactly_one_record(tmp_path, moment):
+    """Issue 11: killed after writing its record, `train` resumed from its final checkpoint and wrote
+    a second record with a new id. A run's id now comes from its settings and the code version: run
+    again, it finishes (resuming from the checkpoint) and writes its record once, or does nothing."""
+    results, ck = tmp_path / "res", tmp_path / "ck"
+    every = 15 * 200 if moment == "before-checkpoint" else 15 * 40  # the first checkpoint: late, or soon
+    args = [*SMALL_RUN, "--eval-every", str(every), "--checkpoint-every", str(every), "--checkpoint-dir", str(ck),
+            "--results-dir", str(results)]
+    for delay in (3.0, 1.5, 0.5, 0.0):  # a kill before the first checkpoint, however fast this machine
+        _kill_at(args, moment, results, ck, delay)
+        if moment != "before-checkpoint" or not checkpoint_path(ck).exists():
+            break
+        checkpoint_path(ck).unlink()
+    if moment == "after-checkpoint":
+        assert checkpoint_path(ck).exists()
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0, again.output
+    (path,) = _records(results)
+    written = path.read_bytes()
+    record = json.loads(written)
+    assert record["status"] == "ok" and record["samples_seen"] == 15 * 240 and record["id"] == path.stem
+    once_more = runner.invoke(app, args)
+    assert once_more.exit_code == 0 and "already trained" in once_more.stdout
+    assert _records(results) == [path] and path.read_bytes() == written
+
+
+def test_a_run_stopped_between_its_final_checkpoint_and_its_record_writes_it_once(tmp_path):
+    results, ck = tmp_path / "res", tmp_path / "ck"
+    args = [*SMALL_RUN, "--eval-every", str(15 * 80), "--checkpoint-dir", str(ck), "--results-dir", str(results)]
+    # the core alone: trained to the end and checkpointed, but no record (as if killed right then)
+    train("2d", task="memorization", symbols=3, depth=2, channels=6, max_samples=15 * 240, eval_every=15 * 80,
+          seed=2, threads=1, checkpoint_dir=ck, progress=False)
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0 and "resuming" in first.output
+    second = runner.invoke(app, args)
+    assert second.exit_code == 0 and "already trained" in second.stdout
+    assert len(_records(results)) == 1
+
+
+def test_a_record_that_cannot_be_written_after_training_is_kept_and_the_error_says_where(tmp_path, monkeypatch):
+    """Issue 11: the record write failed with a traceback after training and the result was lost."""
+    import tlstm_bench.training as training
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    results = tmp_path / "res"
+    real = training.train
+
+    def train_then_break_the_store(*args, **kwargs):
+        record = real(*args, **kwargs)
+        (results / "store").mkdir(parents=True, exist_ok=True)
+        (results / "store" / "training").write_text("a file where the records folder was")  # e.g. a full disk
+        return record
+
+    monkeypatch.setattr(training, "train", train_then_break_the_store)
+    result = runner.invoke(app, ["train", "2d", "--task", "memorization", "--symbols", "2", "--channels", "4",
+                                 "--max-samples", "60", "--results-dir", str(results)])
+    line = one_line_error(result, code=1)
+    kept = tmp_path / "cache" / "tlstm-bench" / "unsaved" / "training"
+    assert str(kept) in line and "after the work was done" in line
+    (path,) = kept.glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["status"] == "ok" and record["samples_seen"] == 60
+
+
+def test_a_checkpoint_folder_that_cannot_be_written_is_refused_before_training(tmp_path):
+    """Issue 11: a file as --checkpoint-dir crashed at the first checkpoint, after training began."""
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UserError, match="is a file"):
+        train("2d", task="memorization", symbols=3, depth=1, channels=4, max_samples=30, progress=False,
+              checkpoint_dir=tmp_path / "file", checkpoint_every=15)

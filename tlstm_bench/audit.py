@@ -13,11 +13,42 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from .errors import UserError
 from .models import build_model, parse_config
 
 # Float64 Jacobian entries that are zero by construction come out exactly 0; anything
 # above this is a real dependence, not rounding.
 TOLERANCE = 1e-12
+
+# The Jacobian takes one backward pass per output value (2 (L + 3) of them), each through
+# every step and every location, so the audit's work grows like L^3 (sLSTM, 2D) to L^4
+# (3D) and beyond. Work units (below) of 1.5-3.5 us each on a shared 2-core CPU: the
+# limit is 15-35 s (3d up to L=38, 2d up to L=134, slstm up to L=48, D=4 up to L=18).
+AUDIT_WORK_LIMIT = 10_000_000
+_SLSTM_LAYER_STEP = 40  # work units of one sLSTM layer step (a Python-level loop) against one location step
+
+
+def audit_work(config, depth: int, *, channels: int = 3) -> int:
+    """Work units of :func:`audit_one` (passes x steps x locations, times (M/3)^2)."""
+    arch = parse_config(config)
+    seq_len = depth + 3
+    passes = 2 * seq_len
+    if arch.kind == "slstm":
+        per_pass = seq_len * depth * _SLSTM_LAYER_STEP
+    else:
+        per_pass = (seq_len + depth - 1) * arch.tensor_size(depth) ** (arch.dims - 1)
+    return int(passes * per_pass * max(1.0, (channels / 3) ** 2))
+
+
+def check_auditable(config, depth: int, *, channels: int = 3) -> None:
+    """A one-line error when the audit of ``config`` at ``depth`` would take more than about 30 s."""
+    from .models.memory import check_shape
+
+    arch = parse_config(config)
+    check_shape(arch, depth, (channels, "channels (M)"))
+    if audit_work(arch, depth, channels=channels) > AUDIT_WORK_LIMIT:
+        raise UserError(f"the separability audit of {arch.label} at L={depth} with M={channels} would take "
+                        f"minutes to hours (its work grows like L^3 to L^4); audit smaller depths or channels")
 
 
 @dataclass(frozen=True)
@@ -54,6 +85,7 @@ def audit_one(config, depth: int, *, channels: int = 3, input_size: int = 2, out
               device: str = "cpu") -> AuditResult:
     """Measure separability of ``config`` at ``depth`` on a small random float64 model (on ``device``)."""
     arch = parse_config(config)
+    check_auditable(arch, depth, channels=channels)
     torch.manual_seed(seed)
     model = build_model(arch, depth, input_size=input_size, output_size=output_size,
                         channels=channels, implementation=implementation).double()
@@ -81,19 +113,22 @@ def audit_model(model, *, seq_len: int, label: str | None = None) -> AuditResult
     return AuditResult(label or model.arch.label, model.depth, separable, max_leak, min_own, seq_len)
 
 
-def causal(config, depth: int) -> bool:
+def causal(config, depth: int) -> bool | None:
     """Whether ``config`` at ``depth`` is causal: y_t depends on no later input, measured.
 
     The audit of :func:`audit_one` (a small random float64 model of exactly this
     configuration and depth; every knob is in the canonical config string), cached per
     canonical string and depth for the life of the process. The global RNG is left as it
     was, so callers (training, timing) draw the same numbers with or without this check.
+    None (not measured) when the audit would take too long (:data:`AUDIT_WORK_LIMIT`).
     """
     return _causal(parse_config(config).label, int(depth))
 
 
 @functools.lru_cache(maxsize=None)
-def _causal(label: str, depth: int) -> bool:
+def _causal(label: str, depth: int) -> bool | None:
+    if audit_work(label, depth) > AUDIT_WORK_LIMIT:
+        return None
     with torch.random.fork_rng(devices=[]):
         return audit_one(label, depth).max_leak <= TOLERANCE
 

@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 
 from ..errors import UserError
 from ..models import build_model, parse_config
+from ..models.memory import check_fits, model_memory
 from ..models.tlstm import TLSTM
 from .trace import diagonal_channel_mean, trace_cells
 
@@ -136,6 +137,10 @@ def load_model(source: str, *, task: str | None = None, task_options: dict | Non
     the_task = _make_task(task or DEFAULT_TASK, task_options or {})
     if channels is None and budget is None:
         channels = DEFAULT_CHANNELS
+    # One example forward (its memory cells are kept for the figure): refused before the build if too large.
+    need = model_memory(arch, depth or DEFAULT_DEPTH, channels=channels, budget=budget, batch=1,
+                        seq_len=the_task.seq_len, backward=False, **the_task.model_io())
+    check_fits(need, "cpu", f"drawing {arch.label} at L={depth or DEFAULT_DEPTH}", "lower the depth or --channels")
     model = build_model(arch, depth or DEFAULT_DEPTH, channels=channels, budget=budget,
                         forget_bias=the_task.forget_bias, **the_task.model_io())
     if state_dict is None:
@@ -211,8 +216,10 @@ def pick_example(task, index: int) -> tuple[torch.Tensor, torch.Tensor]:
     if index < 0:
         raise UserError(f"--example must be >= 0, got {index}")
     if hasattr(task, "test_x"):
-        i = index % task.test_x.shape[0]
-        return task.test_x[i:i + 1], task.test_y[i:i + 1]
+        if index >= task.test_x.shape[0]:
+            raise UserError(f"--example {index} is not a test sample: {task.name} has "
+                            f"{task.test_x.shape[0]}, numbered 0 to {task.test_x.shape[0] - 1}")
+        return task.test_x[index:index + 1], task.test_y[index:index + 1]
     batch = task.train_stream(1, index).next()
     return batch.x[:1], batch.y[:1]
 

@@ -3,15 +3,42 @@
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from typer._click.exceptions import ClickException, NoArgsIsHelpError
+from typer.core import TyperGroup
 
 from ..errors import UserError
 
+
+class OneLineErrors(TyperGroup):
+    """The command group, with click's usage errors (a bad option value, a missing argument, an
+    unknown option or command) printed as one ``error: ...`` line like every other error,
+    instead of a usage block and a framed panel; the exit code stays click's (2)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except NoArgsIsHelpError as exc:  # a bare group: typer has printed its help already
+            sys.exit(exc.exit_code)
+        except ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+            sys.exit(fail(" ".join(exc.format_message().split()) + hint, exc.exit_code).exit_code)
+        except typer.Abort:
+            sys.exit(fail("aborted", 1).exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
+    cls=OneLineErrors,
     name="tlstm-bench",
     help="Benchmark and ablate Tensorized LSTMs against stacked LSTMs at a fixed parameter budget.",
     no_args_is_help=True,
@@ -28,8 +55,11 @@ ResultsDir = Annotated[Optional[Path], typer.Option(
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``error: message`` on one line to stderr and return the Exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """Print ``error: message`` on one line to stderr and return the Exit to raise.
+
+    The message is printed as it is: brackets in it (``[train]``, a path) are not rich markup.
+    """
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -24,12 +24,17 @@ def audit(
 
     Exits 1 if any configuration checked is not separable.
     """
-    from ..audit import audit_one, explain
+    from .. import checks
+    from ..audit import audit_one, check_auditable, explain
     from ..models import CONFIG_NAMES, parse_config
 
     names = configs or list(CONFIG_NAMES)
     archs = [parse_config(name) for name in names]  # fail fast on a bad name
     levels = parse_int_list(depths, "--depths")
+    checks.seed(seed)
+    for arch in archs:  # every size before the first audit, not after minutes of them
+        for depth in levels:
+            check_auditable(arch, depth, channels=channels)
     results = {(a.label, d): audit_one(a, d, channels=channels, seed=seed)
                for a in archs for d in levels}
     if as_json:

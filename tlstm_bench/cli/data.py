@@ -22,8 +22,10 @@ def download_cmd(
     force: Annotated[bool, typer.Option(help="Fetch again even if a checked copy is there.")] = False,
 ) -> None:
     """Download the files, check their size and md5, and say where they are."""
+    from ..checks import output_dir
     from ..tasks.download import download  # torch-free CLI start-up: import the core here
 
+    output_dir(data_dir, "--data-dir")  # before any download
     for path in download(dataset, data_dir, force=force, log=console.print):
         console.print(f"ok: {path}", highlight=False)
     console.print(f"train with --data-dir {data_dir}", highlight=False)

@@ -64,10 +64,13 @@ def info(
         # The two readings of "M is 400" (SPEC section 7): that M for everyone, or that M's sLSTM count.
         table.add_section()
         table.add_row(f"literal M={card['literal_channels']}: params", f"{card['literal_params']:,}")
-        table.add_row(f"matched to {card['matched_budget']}: M",
-                      f"{card['matched_channels']} ({card['matched_params']:,} params)")
+        matched = ("none: even M=1 is above that count" if card["matched_channels"] is None
+                   else f"{card['matched_channels']} ({card['matched_params']:,} params)")
+        table.add_row(f"matched to {card['matched_budget']}: M", matched)
     table.add_section()
     table.add_row(f"sequential steps, T={card['seq_len']}",
                   f"{card['sequential_steps']:,} ({card['sequential_steps_formula']})")
-    table.add_row("causal (measured)", "yes" if card["causal"] else "[red]no: y_t sees later inputs[/]")
+    verdict = {True: "yes", False: "[red]no: y_t sees later inputs[/]",
+               None: "not measured: the audit at this depth would take too long"}[card["causal"]]
+    table.add_row("causal (measured)", verdict)
     console.print(table)

@@ -26,11 +26,12 @@ def plot(
     are ringed in red and named under the figure.
     """
     from ..plotting import plot_results  # matplotlib is imported only when plotting
-    from ..results.store import check_folder, workspace
+    from ..checks import output_dir
+    from ..results.store import workspace
 
     folder = workspace(results_dir)
     where = "--out" if out is not None else "the figures folder"
-    target = check_folder(out if out is not None else folder.figures, where)  # before drawing anything
+    target = output_dir(out if out is not None else folder.figures, where)  # before drawing anything
     try:
         report = plot_results(sweeps, out=target, root=folder.store)
     except OSError as exc:  # the folder was checked; a full disk can still fail a write

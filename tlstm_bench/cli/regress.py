@@ -39,14 +39,17 @@ def regress(
     configuration and depth), 2 when it could not measure (no or unreadable baseline,
     bad input).
     """
+    from .. import checks
     from ..errors import UserError
     from ..timing.inject import INJECT_ENV
-    from ..timing.regress import DELAY_ENV, TOLERANCE, parse_delay, regress as run_regress
+    from ..timing.regress import DELAY_ENV, TOLERANCE, parse_delay, regress as run_regress, update_target
 
     if format not in FORMATS:
         raise UserError(f"unknown --format {format!r}; use one of {', '.join(FORMATS)}")
-    if tolerance is not None and not tolerance > 1:
+    if tolerance is not None and not checks.number(tolerance, "--tolerance") > 1:
         raise UserError(f"--tolerance must be above 1 (a factor over the baseline), got {tolerance}")
+    if update:  # where the baseline goes, checked before minutes of measuring
+        checks.output_file(baseline if baseline is not None else update_target(device), "--baseline")
     result = run_regress(quick=quick, update=update, baseline=baseline, device=device,
                          tolerance=TOLERANCE if tolerance is None else tolerance,
                          delay=parse_delay(os.environ.get(DELAY_ENV)), inject=os.environ.get(INJECT_ENV))

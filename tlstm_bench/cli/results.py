@@ -34,13 +34,14 @@ def results(
     """
     from ..results.export import FORMATS, export
     from ..results.frame import read_frame
-    from ..results.store import check_file, workspace
+    from ..checks import output_file
+    from ..results.store import workspace
     from ..results.view import build_view
 
     if fmt not in FORMATS:
         raise UserError(f"unknown --format {fmt!r}; use one of {', '.join(FORMATS)}")
     if out is not None and fmt != "table":
-        check_file(out, "--out")  # before reading: a path that cannot be written is a one-line error
+        output_file(out, "--out")  # before reading: a path that cannot be written is a one-line error
     chosen = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     frame = read_frame(sweep, root=workspace(results_dir).store, all_versions=all_versions)
     if fmt == "table":

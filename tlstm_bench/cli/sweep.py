@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UserError
-from ..results.store import check_folder, workspace
+from ..checks import output_dir
+from ..results.store import workspace
 from ..sweeps.cell import DEFAULT_CELL_FN
 from ..sweeps.run import cluster_machine, make_plan, plan_table, run_sweep, summary_line, summary_table
 from ..sweeps.runner import SlurmOptions
@@ -52,7 +53,7 @@ def sweep(
     folder = workspace(results_dir)
     root = folder.store
     if not dry_run:  # before any work: a store that cannot be written would lose every result
-        check_folder(folder.root, "--results-dir" if results_dir is not None else "the results folder")
+        output_dir(folder.root, "--results-dir" if results_dir is not None else "the results folder")
     if data_dir is not None:
         if not data_dir.is_dir():
             raise UserError(f"--data-dir {data_dir} is not a folder; give the folder that holds the data files")

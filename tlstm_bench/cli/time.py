@@ -73,10 +73,15 @@ def time_(
     results_dir: ResultsDir = None,
 ) -> None:
     """Time forward + loss + backward per timestep, batch 1, warm-up excluded, median and IQR."""
-    from ..results import workspace, write_record  # the core is imported here: a torch-free CLI start-up
+    from .. import checks
+    from ..results import workspace  # the core is imported here: a torch-free CLI start-up
     from ..timing import measure_cases
+    from .save import save_records
 
-    folder = workspace(results_dir).store
+    folder = workspace(results_dir)
+    if store:  # checked before timing, not after
+        checks.output_dir(folder.root, "--results-dir")
+        checks.output_dir(folder.store / "timing", "the records folder")
 
     if as_json and as_csv:
         raise UserError("give at most one of --json and --csv")
@@ -86,7 +91,7 @@ def time_(
     records = measure_cases(cases, channels=channels, budget=budget, vocab=vocab, seq_len=seq_len,
                             device=device, repeats=repeats, warmup=warmup, threads=threads, dtype=dtype,
                             seed=seed, progress=None if quiet else (lambda m: err_console.print(m, style="dim")))
-    paths = [write_record(r, "timing", root=folder) for r in records] if store else []
+    paths = save_records(records, "timing", folder.store) if store else []
     if as_json:
         print(json.dumps(records))
     elif as_csv:

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..errors import UserError
 from .app import ResultsDir, app, console, err_console, fail, handles_user_errors
 
 
@@ -55,26 +56,55 @@ def train(
 ) -> None:
     """Train CONFIG at depth L on a task; save the record in the results folder's store/training/.
 
-    Exits 1 if the run failed (NaN or infinite loss; the failed record is still saved),
-    2 on bad input, 130 when interrupted (rerun with the same --checkpoint-dir to resume).
+    A run's record is named by its settings and the code version: run the same command again
+    and it does nothing if that record is there (and resumes from --checkpoint-dir if it is not).
+    Exits 1 if the run failed (NaN or infinite loss; the failed record is still saved) or its
+    record could not be written (it is kept elsewhere; the message says where), 2 on bad input,
+    130 when interrupted (rerun with the same --checkpoint-dir to resume).
     """
-    from ..results import workspace, write_record
+    from .. import checks
+    from ..results import read_record, workspace
     from ..training import train as train_core
+    from .save import save_records
 
-    store = workspace(results_dir).store  # a bad folder fails before training, not after
+    folder = workspace(results_dir)
+    checks.output_dir(folder.root, "--results-dir")  # a bad folder fails before training, not after
+    records = checks.output_dir(folder.store / "training", "the records folder")
     options = {"digits": digits, "symbols": symbols, "seq_len": seq_len, "source": source,
                "perm_seed": perm_seed, "path": data}
+
+    def skip_if_recorded(run: dict) -> None:
+        path = records / f"{run['id']}.json"
+        try:
+            done = path.is_file() and read_record(path).get("status") == "ok"
+        except UserError:  # a corrupt record of this run: train again and replace it
+            done = False
+        if done:
+            raise _Recorded(path)
+
     try:
         record = train_core(config, task=task, depth=depth, channels=channels, budget=budget, preset=preset,
                             max_samples=max_samples, epochs=epochs, batch_size=batch_size, seed=seed,
                             device=device, checkpoint_dir=checkpoint_dir, data_dir=data_dir, progress=True,
                             eval_every=eval_every, checkpoint_every=checkpoint_every, patience=patience,
-                            early_stopping=early_stopping, lr=lr,
-                            implementation=implementation, threads=threads, console=err_console,
+                            early_stopping=early_stopping, lr=lr, implementation=implementation,
+                            threads=threads, console=err_console, on_start=skip_if_recorded,
                             **{k: v for k, v in options.items() if v is not None})
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    path = write_record(record, "training", root=store)
+    except _Recorded as done:
+        console.print(f"already trained: {done.path} is this run's record (same settings, same code); "
+                      "delete it to train again", highlight=False)
+        return
+    (path,) = save_records([record], "training", folder.store)
     console.print(f"record saved to {path}", highlight=False)
     if record["status"] != "ok":
         raise fail(f"training failed: {record['error']}", 1)
+
+
+class _Recorded(Exception):
+    """Raised from ``on_start`` to skip a run whose record is already in the store."""
+
+    def __init__(self, path: Path):
+        super().__init__(str(path))
+        self.path = path

@@ -35,6 +35,7 @@ def visualize(
 
     Without a checkpoint or --state-dict the model is untrained, and the figure and this command say so.
     """
+    from .. import checks
     from ..analysis.visualize import best_checkpoint, parse_task_options
     from ..analysis.visualize import visualize as draw_visualization
     from ..errors import UserError
@@ -43,6 +44,15 @@ def visualize(
     folder = workspace(results_dir)
     if (source is None) == (best is None):
         raise UserError("give a checkpoint or configuration, or --best SWEEP (one of them)")
+    checks.seed(example, "--example")
+    if out is None:  # where the figure goes, checked before the model runs
+        checks.output_dir(folder.figures, "the figures folder")
+    else:
+        if out.is_dir():
+            raise UserError(f"--out {out} is a folder; give a path without suffix, like {out / 'fig6'}")
+        stem = out.with_suffix("") if out.suffix in (".png", ".pdf") else out
+        for suffix in (".png", ".pdf"):
+            checks.output_file(stem.with_suffix(suffix), "--out")
     if best is not None:
         path, record = best_checkpoint(best, task=task, root=folder.store)
         console.print(f"best tLSTM in sweep {best}: {record['config']} L={int(record['depth'])} on {record['task']}, "

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ..errors import UserError
 from .config import ArchConfig, parse_config
+from .memory import check_shape
 
 COMPONENTS = ("input_projection", "recurrent_kernel", "memory_kernel", "norm", "output_layer")
 
@@ -45,6 +46,7 @@ def count_params(config: "str | ArchConfig", depth: int, channels: int, input_si
                  output_size: int) -> ParamCount:
     """The exact trainable parameter count, by component (see the module docstring)."""
     arch = parse_config(config)
+    check_shape(arch, depth)  # P^(D-1) below is then an ordinary number
     m, r, s = channels, input_size, output_size
     inp = r * m + m
     out = m * s + s
@@ -59,6 +61,9 @@ def count_params(config: "str | ArchConfig", depth: int, channels: int, input_si
 
 
 _SUFFIX = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "b": 10**9}
+# A quadrillion parameters, a thousand times the largest models trained so far: above it a
+# count is a typo, and the solver's M would leave the range of a tensor dimension.
+MAX_BUDGET = 10**15
 _NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgb]?)\s*$", re.IGNORECASE)
 
 
@@ -75,15 +80,26 @@ def parse_budget(budget: "int | str", *, input_size: int, output_size: int) -> i
             raw = text.split(":", 1)[1].strip()
             if not raw.isdigit() or int(raw) < 1:
                 raise UserError(f"malformed budget {text!r}; write 'slstm:M' with an integer M >= 1, e.g. 'slstm:400'")
-            return count_params("slstm", 1, int(raw), input_size, output_size).total
+            value = count_params("slstm", 1, int(raw), input_size, output_size).total
+            return _at_most(value, budget)
         match = _NUMBER.match(text)
         if not match:
             raise UserError(
                 f"malformed budget {text!r}; give a parameter count like 10M, 500K, 2500000, or slstm:400"
             )
+        digits, _, fraction = match.group(1).partition(".")
+        if len(digits) > 16:
+            raise UserError(f"budget {text[:24]}... is above {MAX_BUDGET:.0e} parameters; give a smaller budget")
         value = int(round(float(match.group(1)) * _SUFFIX[match.group(2).lower()]))
     if value < 1:
         raise UserError(f"budget must be a positive parameter count, got {budget!r}")
+    return _at_most(value, budget)
+
+
+def _at_most(value: int, budget) -> int:
+    if value > MAX_BUDGET:
+        raise UserError(f"budget {budget!r} is {value:.3g} parameters, above the {MAX_BUDGET:.0e} this tool "
+                        "builds; give a smaller budget")
     return value
 
 

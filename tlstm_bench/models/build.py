@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from ..checks import integer
 from ..errors import UserError
 from .budget import parse_budget, solve_channels
 from .config import ArchConfig, parse_config
+from .memory import MAX_DIM, check_shape
 from .slstm import SLSTM, SLSTM_IMPLEMENTATIONS
 from .tlstm import TLSTM, TLSTM_IMPLEMENTATIONS
 
@@ -19,13 +21,14 @@ def resolve_io(vocab: int | None, input_size: int | None, output_size: int | Non
     if vocab is not None:
         if input_size is not None:
             raise UserError("give either --vocab (token input) or --input-size (real input), not both")
-        if vocab < 1:
-            raise UserError(f"vocab must be >= 1, got {vocab}")
+        integer(vocab, "vocab", maximum=MAX_DIM)
+        if output_size is not None:
+            integer(output_size, "output size", maximum=MAX_DIM)
         return vocab, output_size if output_size is not None else vocab, True
     if input_size is None or output_size is None:
         raise UserError("give --vocab V for tokens, or both --input-size R and --output-size S")
-    if input_size < 1 or output_size < 1:
-        raise UserError(f"input and output sizes must be >= 1, got {input_size} and {output_size}")
+    integer(input_size, "input size", maximum=MAX_DIM)
+    integer(output_size, "output size", maximum=MAX_DIM)
     return input_size, output_size, False
 
 
@@ -35,16 +38,14 @@ def resolve_channels(arch: ArchConfig, depth: int, channels: int | None, budget,
     if (channels is None) == (budget is None):
         raise UserError("give exactly one of --channels M and --budget N")
     if channels is not None:
-        if channels < 1:
-            raise UserError(f"channels (M) must be >= 1, got {channels}")
-        return channels
+        return integer(channels, "channels (M)", maximum=MAX_DIM)
     count = parse_budget(budget, input_size=input_size, output_size=output_size)
     return solve_channels(arch, depth, count, input_size, output_size)
 
 
-def check_depth(depth: int) -> None:
-    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
-        raise UserError(f"depth (L) must be an integer >= 1, got {depth!r}")
+def check_depth(arch: ArchConfig, depth: int) -> None:
+    """L an integer >= 1 whose model has at most 2^30 locations (:func:`~.memory.check_shape`)."""
+    check_shape(arch, depth)
 
 
 def build_model(config: "str | ArchConfig", depth: int, *, vocab: int | None = None,
@@ -69,7 +70,7 @@ def build_model(config: "str | ArchConfig", depth: int, *, vocab: int | None = N
             ``wavefront``, ``loop``).
     """
     arch = parse_config(config)
-    check_depth(depth)
+    check_depth(arch, depth)
     r, s, tokens = resolve_io(vocab, input_size, output_size)
     m = resolve_channels(arch, depth, channels, budget, r, s)
     kwargs = dict(channels=m, input_size=r, output_size=s, tokens=tokens, forget_bias=forget_bias)

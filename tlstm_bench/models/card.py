@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from ..checks import integer
+from ..errors import UserError
 from .budget import BINARY_MILLION, count_params, parse_budget, slstm_budget_channels, solve_channels
 from .build import check_depth, resolve_channels, resolve_io
 from .config import PAPER_NAMES, parse_config
+from .memory import MAX_DIM
 
 
 def model_card(config, depth: int, *, vocab: int | None = None, input_size: int | None = None,
@@ -12,7 +15,8 @@ def model_card(config, depth: int, *, vocab: int | None = None, input_size: int 
                seq_len: int = 100) -> dict:
     """Everything ``info`` shows, without building the model (counts come from the formula)."""
     arch = parse_config(config)
-    check_depth(depth)
+    check_depth(arch, depth)
+    integer(seq_len, "--seq-len (T)", maximum=MAX_DIM)
     r, s, tokens = resolve_io(vocab, input_size, output_size)
     m = resolve_channels(arch, depth, channels, budget, r, s)
     counts = count_params(arch, depth, m, r, s)
@@ -50,7 +54,7 @@ def literal_and_matched(arch, depth: int, channels: int | None, budget, r: int, 
     Literal: every configuration gets that channel size (``literal_channels``, and its count
     ``literal_params``). Matched: every configuration gets the largest M whose count is not
     above that of an sLSTM with that M (``matched_budget`` = ``"slstm:400"``,
-    ``matched_channels``, ``matched_params``). The reference M is ``channels`` when given, or
+    ``matched_channels``, ``matched_params``; None when even M=1 is above that count). The reference M is ``channels`` when given, or
     the M of a budget written ``slstm:M``; a plain count (``10M``) has no literal M, so the
     ``literal_*`` keys are None and ``matched_*`` describe that budget.
     """
@@ -60,7 +64,10 @@ def literal_and_matched(arch, depth: int, channels: int | None, budget, r: int, 
         m = solve_channels(arch, depth, count, r, s)
         return {"literal_channels": None, "literal_params": None, "matched_budget": str(budget),
                 "matched_channels": m, "matched_params": count_params(arch, depth, m, r, s).total}
-    matched = solve_channels(arch, depth, parse_budget(f"slstm:{reference}", input_size=r, output_size=s), r, s)
-    return {"literal_channels": reference, "literal_params": count_params(arch, depth, reference, r, s).total,
-            "matched_budget": f"slstm:{reference}", "matched_channels": matched,
-            "matched_params": count_params(arch, depth, matched, r, s).total}
+    literal = {"literal_channels": reference, "literal_params": count_params(arch, depth, reference, r, s).total,
+               "matched_budget": f"slstm:{reference}"}
+    try:
+        matched = solve_channels(arch, depth, parse_budget(f"slstm:{reference}", input_size=r, output_size=s), r, s)
+    except UserError:  # even M=1 is above that sLSTM's count: there is no matched M
+        return {**literal, "matched_channels": None, "matched_params": None}
+    return {**literal, "matched_channels": matched, "matched_params": count_params(arch, depth, matched, r, s).total}

@@ -82,6 +82,8 @@ class ArchConfig:
         return format_config(self)
 
     def validate(self) -> "ArchConfig":
+        from .memory import check_kernel  # here: memory.py imports this module
+
         if self.kind not in ("slstm", "tlstm"):
             raise UserError(f"unknown model kind {self.kind!r}; use 'slstm' or 'tlstm'")
         if self.kind == "tlstm":
@@ -89,6 +91,7 @@ class ArchConfig:
                 raise UserError(f"dims (D) must be >= 2, got {self.dims}")
             if self.kernel < 2:
                 raise UserError(f"kernel (K) must be >= 2 so the input can reach the output, got {self.kernel}")
+            check_kernel(self)
             if self.norm not in NORMS:
                 raise UserError(f"unknown norm {self.norm!r}; use one of {', '.join(NORMS)}")
             if self.window not in WINDOWS:

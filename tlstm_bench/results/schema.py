@@ -24,7 +24,7 @@ KINDS = ("runtime", "train")
 
 
 class Identity(TypedDict, total=False):
-    id: str                 # the file name without .json; a sweep cell's id hashes key + code_version
+    id: str                 # the file name without .json; a sweep cell's or train run's id hashes key + code_version
     collection: str         # the store folder: a sweep's name, "training" or "timing"
     kind: Literal["runtime", "train"]
     key: str                # hash of what determines the result (one cell): newest record per key wins
@@ -140,6 +140,11 @@ def stable_hash(payload) -> str:
     """16 hex digits of sha256 over canonical JSON (sorted keys): a key or an id."""
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def versioned_id(key: str, code_version: str) -> str:
+    """A record's id: its key and the code version that computed it (a sweep cell's, a ``train`` run's)."""
+    return stable_hash({"key": key, "code_version": code_version})
 
 
 def record_key(record: dict) -> str:

@@ -25,12 +25,12 @@ import json
 import math
 import os
 import re
-import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import atomic_write
+from ..checks import output_dir
 from ..errors import UserError
 from .schema import record_problem
 
@@ -79,7 +79,7 @@ def workspace(results_dir: "str | Path | None" = None) -> Workspace:
     given = results_dir if results_dir is not None else os.environ.get(ENV_RESULTS)
     source = "--results-dir" if results_dir is not None else f"${ENV_RESULTS}" if given else "the results folder"
     root = Path(given or DEFAULT_WORKSPACE)
-    check_folder(root, source, write=False)
+    output_dir(root, source, write=False)
     if not (root / "store").exists() and root.is_dir():
         holders = [p for p in root.iterdir() if p.is_dir() and p.name not in _PARTS and any(p.glob("*.json"))]
         if holders:
@@ -87,43 +87,6 @@ def workspace(results_dir: "str | Path | None" = None) -> Workspace:
                             f"them under store/: move them to {root / 'store'}/, or give --results-dir "
                             f"{root.parent} if {root.name}/ is the store of that folder")
     return Workspace(root)
-
-
-def _nearest_existing(path: Path) -> Path:
-    for candidate in (path, *path.parents):
-        if os.path.lexists(candidate):
-            return candidate
-    return Path(".")
-
-
-def check_folder(path: "str | Path", option: str, *, write: bool = True) -> Path:
-    """A one-line error unless ``path`` is a folder, or can be made as one, that this process
-    can write to (``write``), checked before any work starts; nothing is left behind."""
-    path = Path(path)
-    existing = _nearest_existing(path)
-    if not existing.is_dir():
-        what = "is" if existing == path else f"is inside {existing}, which is"
-        raise UserError(f"{option} {path} {what} a file, not a folder; give a folder (it is made if missing)")
-    if write:
-        try:  # a real write: permission bits, read-only mounts and ACLs all answer
-            fd, probe = tempfile.mkstemp(prefix=".tlstm-bench-probe.", dir=existing)
-            os.close(fd)
-            os.unlink(probe)
-        except OSError as exc:
-            raise UserError(f"{option} {path}: cannot write in {existing} ({exc.strerror or exc}); give a folder "
-                            f"you can write to") from None
-    return path
-
-
-def check_file(path: "str | Path", option: str) -> Path:
-    """A one-line error unless ``path`` can be written as a file (its folder made if missing)."""
-    path = Path(path)
-    if path.is_dir():
-        raise UserError(f"{option} {path} is a folder; give a file name, like {path / 'results.csv'}")
-    check_folder(path.parent, f"{option} {path}: its folder", write=True)
-    if path.exists() and not os.access(path, os.W_OK):
-        raise UserError(f"{option} {path} is read-only; give another file")
-    return path
 
 
 def default_root() -> Path:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import UserError
 from ..results.provenance import code_version
-from ..results.schema import stable_hash
+from ..results.schema import stable_hash, versioned_id
 from .spec import SweepSpec
 
 
@@ -48,7 +48,7 @@ class Cell:
 
 def make_cell(sweep: str, spec: dict, code: str, timeout_s: float) -> Cell:
     key = stable_hash(spec)
-    return Cell(sweep=sweep, spec=spec, key=key, id=stable_hash({"key": key, "code_version": code}),
+    return Cell(sweep=sweep, spec=spec, key=key, id=versioned_id(key, code),
                 code_version=code, timeout_s=timeout_s)
 
 

@@ -7,13 +7,14 @@ from pathlib import Path
 
 from rich.table import Table
 
+from .. import checks
 from ..errors import UserError
 from .cell import DEFAULT_CELL_FN
 from ..results import store
 from ..results.provenance import code_version
 from .grid import Cell, expand, parse_filters, select
 from .runner import DONE, FAILED, SlurmOptions, Summary, cell_state, run_cells
-from .spec import SweepSpec, load_spec
+from .spec import SweepSpec, check_device_here, load_spec
 
 
 @dataclass
@@ -187,6 +188,8 @@ def run_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", jobs: int =
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")
     plan = make_plan(spec, root=root, only=only, device=device, code=code, machine=cluster_machine(executor, slurm))
-    store.check_folder(Path(root) / plan.spec.name, "the results store")  # before any cell runs
+    checks.output_dir(Path(root) / plan.spec.name, "the results store")  # before any cell runs
+    if executor == "local":
+        check_device_here(device or plan.spec.device)
     return run_cells(plan.cells, root, jobs=jobs, executor=executor, cell_fn=cell_fn, retry_failed=retry_failed,
                      slurm=slurm, console=console)

@@ -42,11 +42,12 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from .. import checks
+from ..checks import MAX_DIM, MAX_SEED
 from ..errors import UserError
 
 SHIPPED = "specs"  # the package's own specs: tlstm_bench/sweeps/specs/<name>.toml (package data)
 
-DTYPES = ("float32", "float64", "float16", "bfloat16")
 _GRID_KEYS = ("configs", "depths", "seeds", "budget", "channels", "timeout_s")
 _TOP_KEYS = {"description", "task", "device", *_GRID_KEYS, "train", "runtime"}
 _TRAIN_KEYS = {"preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping", "options",
@@ -103,20 +104,21 @@ class _Checker:
             raise self.error(key, f"must be one of {', '.join(choices)}", value)
         return value
 
-    def integer(self, key: str, value, *, minimum: int = 1) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.error(key, f"must be an integer >= {minimum}", value)
-        return value
+    def integer(self, key: str, value, *, minimum: int = 1, maximum: int | None = None) -> int:
+        try:
+            return checks.integer(value, "it", minimum=minimum, maximum=maximum)
+        except UserError as exc:
+            raise self.error(key, str(exc).removeprefix("it "), value, show_value=False) from None
 
     def number(self, key: str, value) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise self.error(key, "must be a positive number (seconds)", value)
         return float(value)
 
-    def int_list(self, key: str, value, *, minimum: int) -> tuple[int, ...]:
+    def int_list(self, key: str, value, *, minimum: int, maximum: int | None = None) -> tuple[int, ...]:
         if not isinstance(value, list) or not value:
             raise self.error(key, f"must be a non-empty list of integers >= {minimum}", value)
-        items = tuple(self.integer(f"{key}", v, minimum=minimum) for v in value)
+        items = tuple(self.integer(f"{key}", v, minimum=minimum, maximum=maximum) for v in value)
         if len(set(items)) != len(items):
             raise self.error(key, "must not repeat a value", value)
         return items
@@ -130,14 +132,45 @@ class _Checker:
         return items
 
 
-def _check_config(check: _Checker, key: str, config: str) -> None:
+def _check_config(check: _Checker, key: str, config: str) -> str:
+    """The canonical string of ``config`` (``2D`` and ``tlstm:dims=2,kernel=3,...`` are ``2d``)."""
     from ..models import CONFIG_NAMES, parse_config
 
     try:
-        parse_config(config)
+        return parse_config(config).label
     except UserError as exc:
         raise UserError(f"{check.path}: key '{key}': {config!r} is not a configuration "
                         f"({', '.join(CONFIG_NAMES)}, or knobs like tlstm:dims=4,kernel=5): {exc}") from None
+
+
+def _canonical_configs(check: _Checker, key: str, configs: tuple[str, ...]) -> tuple[str, ...]:
+    """Each configuration as its canonical string, the way cells and records name it.
+
+    Two spellings of one model (``"2d"`` and ``" 2D"``, or ``"2d"`` and its knob string) are an
+    error, as a repeated depth is: the grid would otherwise hold one model twice (or, merged,
+    hide what was probably a typo for another configuration).
+    """
+    canonical: dict[str, str] = {}
+    for config in configs:
+        label = _check_config(check, key, config)
+        if label in canonical:
+            raise check.error(key, f"names one configuration twice: {canonical[label]!r} and {config!r} are both "
+                              f"{label!r}; list it once", show_value=False)
+        canonical[label] = config
+    return tuple(canonical)
+
+
+def _check_shapes(check: _Checker, key: str, configs: tuple[str, ...], depths: tuple[int, ...]) -> None:
+    """Every configuration at every depth within the size limits (models.memory.check_shape)."""
+    from ..models import parse_config
+    from ..models.memory import check_shape
+
+    for config in configs:
+        for depth in depths:
+            try:
+                check_shape(parse_config(config), depth)
+            except UserError as exc:
+                raise UserError(f"{check.path}: key '{key}': {exc}") from None
 
 
 def _check_budget(check: _Checker, key: str, value) -> str:
@@ -174,14 +207,22 @@ def _check_preset(check: _Checker, preset, task) -> str:
     return preset
 
 
-def _check_options(check: _Checker, task, options: dict) -> None:
-    from ..tasks import task_options
+def _check_options(check: _Checker, task, options: dict, preset: str | None) -> None:
+    """Option names, then their values as the task itself checks them (with the preset's
+    options under them, as the cells will run), reading no data file."""
+    from ..tasks import check_task_options, task_options
+    from ..training import PRESETS
 
     allowed = [o for o in task_options(task) if o not in ("data_dir", "path")]
     for name in options:
         if name not in allowed:
             raise UserError(f"{check.path}: unknown key 'train.options.{name}' for task {task}; "
                             f"allowed: {', '.join(allowed)} (data files: tlstm-bench sweep --data-dir)")
+    merged = {**(PRESETS[preset].task_options if preset else {}), **options}
+    try:
+        check_task_options(task, **merged)
+    except UserError as exc:
+        raise UserError(f"{check.path}: key 'train.options': {exc}") from None
 
 
 def _section(check: _Checker, kind: str, table: dict, top: dict) -> Section:
@@ -196,15 +237,14 @@ def _section(check: _Checker, kind: str, table: dict, top: dict) -> Section:
     key, configs = pick("configs")
     if configs is None:
         raise UserError(f"{check.path}: no configurations: give 'configs' at the top or in [{kind}]")
-    configs = check.str_list(key, configs)
-    for config in configs:
-        _check_config(check, key, config)
+    configs = _canonical_configs(check, key, check.str_list(key, configs))
     key, depths = pick("depths")
     if depths is None:
         raise UserError(f"{check.path}: no depths: give 'depths' at the top or in [{kind}]")
-    depths = check.int_list(key, depths, minimum=1)
+    depths = check.int_list(key, depths, minimum=1, maximum=MAX_DIM)
+    _check_shapes(check, key, configs, depths)
     key, seeds = pick("seeds")
-    seeds = (0,) if seeds is None else check.int_list(key, seeds, minimum=0)
+    seeds = (0,) if seeds is None else check.int_list(key, seeds, minimum=0, maximum=MAX_SEED)
 
     # budget and channels: a section's own choice replaces the top level's (either one)
     if "budget" in table or "channels" in table:
@@ -214,7 +254,7 @@ def _section(check: _Checker, kind: str, table: dict, top: dict) -> Section:
     if "budget" in source and "channels" in source:
         raise UserError(f"{check.path}: give either '{prefix}budget' or '{prefix}channels', not both")
     budget = _check_budget(check, prefix + "budget", source["budget"]) if "budget" in source else None
-    channels = check.integer(prefix + "channels", source["channels"]) if "channels" in source else None
+    channels = check.integer(prefix + "channels", source["channels"], maximum=MAX_DIM) if "channels" in source else None
     if budget is None and channels is None and not (kind == "train" and "preset" in table):
         raise UserError(f"{check.path}: no model size: give 'budget' (like 10M or slstm:100) or 'channels' "
                         f"at the top or in [{kind}] (or a [train] preset that sets one)")
@@ -227,7 +267,8 @@ def _section(check: _Checker, kind: str, table: dict, top: dict) -> Section:
             settings["preset"] = _check_preset(check, table["preset"], top.get("task"))
         for name in ("max_samples", "epochs", "batch_size", "eval_every"):
             if name in table:
-                settings[name] = check.integer(f"train.{name}", table[name])
+                settings[name] = check.integer(f"train.{name}", table[name],
+                                               maximum=MAX_DIM if name == "batch_size" else None)
         if "early_stopping" in table:
             if not isinstance(table["early_stopping"], bool):
                 raise check.error("train.early_stopping", "must be true or false", table["early_stopping"])
@@ -238,18 +279,22 @@ def _section(check: _Checker, kind: str, table: dict, top: dict) -> Section:
         for name, value in options.items():
             if not isinstance(value, (int, float, str, bool)):
                 raise check.error(f"train.options.{name}", "must be a number, a string or a boolean", value)
-        _check_options(check, top.get("task"), options)
+        _check_options(check, top.get("task"), options, settings.get("preset"))
         settings["options"] = dict(sorted(options.items()))
     else:
-        settings["seq_len"] = check.integer("runtime.seq_len", table.get("seq_len", 100))
-        settings["repeats"] = check.integer("runtime.repeats", table.get("repeats", 10))
-        settings["warmup"] = check.integer("runtime.warmup", table.get("warmup", 3), minimum=0)
+        from ..models.memory import DTYPE_BYTES
+        from ..timing.protocol import MAX_REPEATS
+
+        settings["seq_len"] = check.integer("runtime.seq_len", table.get("seq_len", 100), maximum=MAX_DIM)
+        settings["repeats"] = check.integer("runtime.repeats", table.get("repeats", 10), maximum=MAX_REPEATS)
+        settings["warmup"] = check.integer("runtime.warmup", table.get("warmup", 3), minimum=0, maximum=MAX_REPEATS)
         settings["implementations"] = check.str_list("runtime.implementations",
                                                      table.get("implementations", ["default"]))
-        settings["threads"] = (check.integer("runtime.threads", table["threads"]) if "threads" in table else None)
-        settings["dtype"] = check.string("runtime.dtype", table.get("dtype", "float32"), DTYPES)
+        settings["threads"] = (check.integer("runtime.threads", table["threads"], maximum=checks.MAX_THREADS)
+                               if "threads" in table else None)
+        settings["dtype"] = check.string("runtime.dtype", table.get("dtype", "float32"), tuple(DTYPE_BYTES))
         for name in ("vocab", "input_size", "output_size"):
-            settings[name] = check.integer(f"runtime.{name}", table[name]) if name in table else None
+            settings[name] = check.integer(f"runtime.{name}", table[name], maximum=MAX_DIM) if name in table else None
     return Section(kind=kind, configs=configs, depths=depths, seeds=seeds, budget=budget, channels=channels,
                    timeout_s=timeout, settings=settings)
 
@@ -275,6 +320,26 @@ def parse_spec(data: dict, path: "str | Path", name: str | None = None) -> Sweep
         raise UserError(f"{path}: task \"runtime\" is for runtime-only sweeps; name a task to use [train]")
     return SweepSpec(name=name or path.stem, path=path, task=task, device=device, description=description,
                      sections=sections)
+
+
+def check_device_here(device: str) -> None:
+    """A one-line error when ``device`` is a GPU this machine does not have.
+
+    For a sweep whose cells run here (the local executor): refused before any cell starts,
+    instead of one failed record per cell that later runs would skip as "failed earlier". Not
+    checked when a spec is read: the shipped GPU specs must still plan (``--dry-run``) on a
+    laptop, and SLURM jobs run on other machines.
+    """
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = int(device[5:]) if device.startswith("cuda:") else 0
+    if index >= count:
+        have = f"only {count} GPU(s)" if count else "no usable GPU (torch.cuda.is_available() is False)"
+        raise UserError(f"the sweep's device is {device}, but this machine has {have}; run it with --device cpu, "
+                        "on a GPU machine, or with --executor slurm on GPU nodes")
 
 
 def shipped_dir() -> Path:

@@ -24,19 +24,33 @@ from __future__ import annotations
 
 import torch
 
+from .. import checks
 from ..errors import UserError
-from .algorithmic import DELIM, TEST_SEED, TEST_SIZE, AlgorithmicTask
+from .algorithmic import DELIM, MAX_LENGTH, TEST_SEED, TEST_SIZE, AlgorithmicTask, count_at_most
 
 
 class Addition(AlgorithmicTask):
     name = "addition"
     alphabet = "-0123456789"
 
+    larger_hint = "use more --digits"
+
     def __init__(self, *, digits: int = 15, test_seed: int = TEST_SEED, test_size: int = TEST_SIZE):
-        if not isinstance(digits, int) or digits < 1:
-            raise UserError(f"--digits must be an integer >= 1, got {digits!r}")
+        self.check_options(digits=digits, test_seed=test_seed, test_size=test_size)
         self.digits = digits
         super().__init__(test_seed=test_seed, test_size=test_size)
+
+    @classmethod
+    def check_options(cls, *, digits: int = 15, **options) -> None:
+        checks.integer(digits, "--digits", maximum=MAX_LENGTH)
+        super().check_options(**options)
+
+    def distinct_sequences(self) -> int:
+        # two operands, each of 9 * 10^(n-1) n-digit integers (no leading zero)
+        return min(2**64, count_at_most(10, self.digits - 1, 2**32) * 9) ** 2
+
+    def describe_size(self) -> str:
+        return f"{self.digits}-digit operands"
 
     def options(self) -> dict:
         return {"digits": self.digits, "test_seed": self.test_seed, "test_size": self.test_size}

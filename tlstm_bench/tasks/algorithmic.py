@@ -14,15 +14,29 @@ positions only, plus the sequence accuracy (every answer symbol of a sample righ
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch.nn import functional as F
 
+from .. import checks
 from ..errors import UserError
 from .base import Batch, Stream, Task
 
 DELIM = 0  # token of '-'
 TEST_SIZE = 100
 TEST_SEED = 20171204  # fixed: every configuration and training seed sees the same test set
+# Symbols (memorization) or digits (addition) at most: 500 times the paper's 20 and 15 already;
+# longer sequences only make the test set and the minibatches too large to hold.
+MAX_LENGTH = 10_000
+MAX_TEST_SIZE = 100_000
+
+
+def count_at_most(base: int, exponent: int, cap: int = 2**64) -> int:
+    """min(base^exponent, cap) without computing a huge power."""
+    if exponent * math.log2(max(base, 1)) > math.log2(cap):
+        return cap
+    return min(base**exponent, cap)
 
 
 class OnlineStream(Stream):
@@ -52,15 +66,34 @@ class AlgorithmicTask(Task):
     alphabet: str = "-"  # token i is alphabet[i]; alphabet[0] == '-'
 
     def __init__(self, *, test_seed: int = TEST_SEED, test_size: int = TEST_SIZE):
-        if test_size < 1:
-            raise UserError(f"test_size must be >= 1, got {test_size}")
-        self.test_seed, self.test_size = int(test_seed), int(test_size)
+        self.test_seed, self.test_size = test_seed, test_size
         self.test_x, self.test_y = self.sample(self.test_size, torch.Generator().manual_seed(self.test_seed))
         self._test_rows = {tuple(row) for row in self.test_x.tolist()}
+        if len(self._test_rows) >= self.distinct_sequences():
+            # Training samples must differ from every test sample (fresh() redraws them), so
+            # with none left a training batch could never be drawn.
+            raise UserError(f"{self.name} with {self.describe_size()} has only {self.distinct_sequences()} distinct "
+                            f"sequences and the {test_size}-sample test set holds all of them, so no training "
+                            f"sample could differ from the test set; {self.larger_hint}")
+
+    @classmethod
+    def check_options(cls, *, test_seed: int = TEST_SEED, test_size: int = TEST_SIZE, **options) -> None:
+        checks.seed(test_seed, "test_seed")
+        checks.integer(test_size, "test_size", maximum=MAX_TEST_SIZE)
 
     # ---- what subclasses define -------------------------------------------------
+    larger_hint: str = ""  # how to ask for a larger sample space (the error above)
+
     @property
     def seq_len(self) -> int:
+        raise NotImplementedError
+
+    def distinct_sequences(self) -> int:
+        """How many different examples there are (capped at 2^64: plenty)."""
+        raise NotImplementedError
+
+    def describe_size(self) -> str:
+        """The options that set the size of the sample space, in words."""
         raise NotImplementedError
 
     @property
@@ -73,6 +106,10 @@ class AlgorithmicTask(Task):
         raise NotImplementedError
 
     # ---- shared -----------------------------------------------------------------
+    @property
+    def eval_batch_size(self) -> int:
+        return self.test_size  # the whole test set in one pass
+
     def model_io(self) -> dict:
         return {"vocab": len(self.alphabet)}
 

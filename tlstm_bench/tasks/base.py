@@ -74,7 +74,14 @@ class Task:
     has_valid: bool = True  # a validation split exists (early stopping)
     forget_bias: float = 1.0  # paper appendix: 4 for images, 1 otherwise
     batch_size: int = 15  # the paper's minibatch size
+    eval_batch_size: int = 100  # sequences one evaluation pass runs at once (the memory check)
     sample_unit: str = "sequence"  # what one training sample is, for the record
+    seq_len: int  # T of a training sequence
+
+    @classmethod
+    def check_options(cls, **options) -> None:
+        """Check the options' types and ranges (a one-line error), reading no data file: what
+        the constructor checks first, and what a sweep spec's validation calls."""
 
     def model_io(self) -> dict:
         """Keyword arguments for ``build_model``: ``vocab=V`` or ``input_size, output_size``."""

@@ -31,9 +31,10 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from .. import checks
 from ..errors import UserError
 from .base import LN2, Batch, Stream, Task
-from .data import resolve_data_dir
+from .data import ENWIK8_SIZE, resolve_data_dir
 
 SPLIT = (0.90, 0.05, 0.05)
 NAMES = ("enwik8", "enwik8.zip")
@@ -112,8 +113,7 @@ class Enwik8(Task):
 
     def __init__(self, *, path: "str | Path | None" = None, data_dir: "str | Path | None" = None,
                  seq_len: int = 50, eval_chars: int | None = None):
-        if seq_len < 1:
-            raise UserError(f"--seq-len must be >= 1, got {seq_len}")
+        self.check_options(seq_len=seq_len, eval_chars=eval_chars)
         self.seq_len = seq_len
         self.eval_chars = eval_chars
         self.path = find_enwik8(path, data_dir)
@@ -129,6 +129,12 @@ class Enwik8(Task):
         n = tokens.shape[0]
         a, b = int(n * SPLIT[0]), int(n * (SPLIT[0] + SPLIT[1]))
         self.splits = {"train": tokens[:a], "valid": tokens[a:b], "test": tokens[b:]}
+
+    @classmethod
+    def check_options(cls, *, seq_len: int = 50, eval_chars: int | None = None, **files) -> None:
+        checks.integer(seq_len, "--seq-len", maximum=ENWIK8_SIZE)
+        if eval_chars is not None:
+            checks.integer(eval_chars, "eval_chars", maximum=ENWIK8_SIZE)
 
     @property
     def vocab(self) -> int:

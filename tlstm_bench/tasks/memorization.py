@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import torch
 
+from .. import checks
 from ..errors import UserError
-from .algorithmic import DELIM, TEST_SEED, TEST_SIZE, AlgorithmicTask
+from .algorithmic import DELIM, MAX_LENGTH, TEST_SEED, TEST_SIZE, AlgorithmicTask, count_at_most
 
 SYMBOLS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+*"
 assert len(SYMBOLS) == 64
@@ -29,15 +30,26 @@ assert len(SYMBOLS) == 64
 
 class Memorization(AlgorithmicTask):
     name = "memorization"
+    larger_hint = "use more --symbols or a larger alphabet"
+
     def __init__(self, *, symbols: int = 20, alphabet: int = 64, test_seed: int = TEST_SEED,
                  test_size: int = TEST_SIZE):
-        if not isinstance(symbols, int) or symbols < 1:
-            raise UserError(f"--symbols must be an integer >= 1, got {symbols!r}")
-        if not isinstance(alphabet, int) or not 2 <= alphabet <= 64:
-            raise UserError(f"--alphabet must be an integer from 2 to 64 (the paper: 64), got {alphabet!r}")
+        self.check_options(symbols=symbols, alphabet=alphabet, test_seed=test_seed, test_size=test_size)
         self.symbols = symbols
         self.alphabet = "-" + SYMBOLS[:alphabet]
         super().__init__(test_seed=test_seed, test_size=test_size)
+
+    @classmethod
+    def check_options(cls, *, symbols: int = 20, alphabet: int = 64, **options) -> None:
+        checks.integer(symbols, "--symbols", maximum=MAX_LENGTH)
+        checks.integer(alphabet, "alphabet (the paper: 64)", minimum=2, maximum=64)
+        super().check_options(**options)
+
+    def distinct_sequences(self) -> int:
+        return count_at_most(len(self.alphabet) - 1, self.symbols)
+
+    def describe_size(self) -> str:
+        return f"{self.symbols} symbols out of {len(self.alphabet) - 1}"
 
     def options(self) -> dict:
         return {"symbols": self.symbols, "alphabet": len(self.alphabet) - 1, "test_seed": self.test_seed,

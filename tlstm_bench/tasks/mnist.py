@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from .. import checks
 from ..errors import UserError
 from .base import Batch, Stream, Task, epoch_generator
 from .data import resolve_data_dir
@@ -164,8 +165,7 @@ class MNIST(Task):
 
     def __init__(self, *, source: str = "idx", data_dir=None, perm_seed: int = PERM_SEED,
                  eval_batch_size: int = 500):
-        if source not in ("idx", "digits"):
-            raise UserError(f"unknown --source {source!r}; use idx (the MNIST files) or digits (offline 8x8)")
+        self.check_options(source=source, perm_seed=perm_seed, eval_batch_size=eval_batch_size)
         self.source, self.perm_seed, self.eval_batch_size = source, perm_seed, eval_batch_size
         self.splits = load_idx_splits(data_dir) if source == "idx" else load_digits_splits()
         pixels = self.splits["train"][0].shape[1]
@@ -173,6 +173,14 @@ class MNIST(Task):
         if self.permuted:
             self.permutation = torch.randperm(pixels, generator=torch.Generator().manual_seed(perm_seed))
             self.splits = {k: (x[:, self.permutation], y) for k, (x, y) in self.splits.items()}
+
+    @classmethod
+    def check_options(cls, *, source: str = "idx", perm_seed: int = PERM_SEED, eval_batch_size: int = 500,
+                      **files) -> None:
+        if source not in ("idx", "digits"):
+            raise UserError(f"unknown --source {source!r}; use idx (the MNIST files) or digits (offline 8x8)")
+        checks.seed(perm_seed, "--perm-seed")
+        checks.integer(eval_batch_size, "eval_batch_size", maximum=1_000_000)
 
     @property
     def seq_len(self) -> int:

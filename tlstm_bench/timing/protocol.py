@@ -28,12 +28,15 @@ from typing import Callable, Iterable
 import torch
 from torch.nn import functional as F
 
+from .. import checks
 from ..audit import causal
 from ..errors import UserError
 from ..models import build_model, format_config, parse_config
+from ..models.memory import DTYPE_BYTES, MAX_DIM, MemoryEstimate, check_fits, model_memory
 from ..results import provenance
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_BYTES}  # float32, float64
+MAX_REPEATS = 100_000  # timed or warm-up runs per case; more is a typo, not a measurement
 
 # What is timed when no implementation is named: the fastest correct path on a CPU
 # (results/evidence/REPORT.md). For the tLSTM that is "fast", not build_model's default "eager".
@@ -87,8 +90,8 @@ def resolve_device(device: str) -> torch.device:
 @contextmanager
 def cpu_settings(threads: int | None):
     """Set the thread count and flush subnormals for the measurement; restore afterwards."""
-    if threads is not None and threads < 1:
-        raise UserError(f"threads must be >= 1, got {threads}")
+    if threads is not None:
+        checks.threads(threads, "threads")
     old_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
@@ -183,6 +186,22 @@ def runtime_record(case: Case, run: _Run, samples_s: list[float], *, seq_len, de
     }
 
 
+def check_memory(cases: list[Case], *, channels, budget, vocab, input_size, output_size, seq_len: int,
+                 device: str, dtype: str) -> None:
+    """Refuse, before any model is built, cases that cannot fit on the device together: every
+    case's model is held for the whole measurement, one pass runs at a time (batch 1)."""
+    weights, peak = 0, MemoryEstimate(0, 0, 0)
+    for case in cases:
+        one = model_memory(case.config, case.depth, channels=channels, budget=budget, vocab=vocab,
+                           input_size=input_size, output_size=output_size, batch=1, seq_len=seq_len, dtype=dtype)
+        weights += one.weights
+        if one.activations + one.data > peak.activations + peak.data:
+            peak = one
+    what = f"timing {cases[0].config} at L={cases[0].depth}" if len(cases) == 1 else f"timing these {len(cases)} cases"
+    check_fits(MemoryEstimate(weights, peak.activations, peak.data), device, f"{what} at T={seq_len}",
+               "lower the depth, --channels/--budget or --seq-len")
+
+
 def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: int | None = 205,
                   input_size=None, output_size=None, seq_len: int = 100, device: str = "cpu",
                   repeats: int = 10, warmup: int = 3, threads: int | None = None, dtype: str = "float32",
@@ -207,15 +226,15 @@ def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: i
     cases = list(cases)
     if not cases:
         raise UserError("nothing to time: give at least one configuration and depth")
-    if repeats < 1 or warmup < 0:
-        raise UserError(f"repeats must be >= 1 and warmup >= 0, got {repeats} and {warmup}")
-    if seq_len < 1:
-        raise UserError(f"seq_len (T) must be >= 1, got {seq_len}")
+    checks.integer(repeats, "repeats", maximum=MAX_REPEATS)
+    checks.integer(warmup, "warmup", minimum=0, maximum=MAX_REPEATS)
+    checks.integer(seq_len, "seq_len (T)", maximum=MAX_DIM)
+    checks.seed(seed)
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
     dev = resolve_device(device)
-    for case in cases:
-        parse_config(case.config)
+    check_memory(cases, channels=channels, budget=budget, vocab=vocab, input_size=input_size,
+                 output_size=output_size, seq_len=seq_len, device=str(dev), dtype=dtype)
     wanted = {c: (repeats_for(c) if repeats_for else repeats) for c in cases}
     with cpu_settings(threads) as flushed:
         runs = {}

@@ -30,10 +30,13 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from .. import checks
 from ..audit import causal
 from ..errors import UserError
 from ..models import build_model
-from ..results import provenance
+from ..models.memory import MAX_DIM, check_fits, model_memory
+from ..results import code_version, provenance
+from ..results.schema import record_key, versioned_id
 from ..tasks import TASKS, Task, make_task, task_options
 from .checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from .presets import get_preset
@@ -45,9 +48,8 @@ PAPER_EPOCHS = {"enwik8": 50, "mnist": 200, "pmnist": 200}
 
 
 def _positive(value, what: str):
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise UserError(f"{what} must be an integer >= 1, got {value!r}")
-    return value
+    """None, or an integer >= 1 (a count of samples, epochs, evaluations)."""
+    return None if value is None else checks.integer(value, what)
 
 
 def _settings(task, preset, channels, budget, max_samples, epochs, batch_size, eval_every, patience,
@@ -78,9 +80,11 @@ def _settings(task, preset, channels, budget, max_samples, epochs, batch_size, e
         eval_every = eval_every or p.eval_every
         patience = patience or p.patience
         early_stopping = p.early_stopping if early_stopping is None else early_stopping
-    for value, what in ((max_samples, "--max-samples"), (epochs, "--epochs"), (batch_size, "--batch-size"),
-                        (eval_every, "--eval-every"), (patience, "--patience")):
+    for value, what in ((max_samples, "--max-samples"), (epochs, "--epochs"), (eval_every, "--eval-every"),
+                        (patience, "--patience")):
         _positive(value, what)
+    if batch_size is not None:
+        checks.integer(batch_size, "--batch-size", maximum=MAX_DIM)
     if max_samples is not None and epochs is not None:
         raise UserError("give --max-samples or --epochs, not both")
     if TASKS[name].online and epochs is not None:
@@ -111,6 +115,40 @@ def _device(device) -> torch.device:
     return device
 
 
+def _check_memory(config, depth: int, s: dict, task: Task, device: torch.device) -> None:
+    """Refuse, before the model is built, a run that cannot fit: the training pass (parameters,
+    gradients, Adam's moments, a minibatch's activations) or the evaluation pass."""
+    size = dict(channels=s["channels"], budget=s["budget"], seq_len=task.seq_len, optimizer=True,
+                **task.model_io())
+    passes = (model_memory(config, depth, batch=s["batch_size"], **size),
+              model_memory(config, depth, batch=task.eval_batch_size, backward=False, **size))
+    check_fits(max(passes, key=lambda e: e.total), str(device),
+               f"training {config} at L={depth} on {task.name} (batch {s['batch_size']}, T={task.seq_len})",
+               "lower --batch-size, the depth or --channels/--budget")
+
+
+def _identity(model, task: Task, s: dict, *, depth: int, seed: int, lr: float, device: torch.device) -> dict:
+    """What determines the run's result (a record's identity), with its ``key`` and ``id``.
+
+    The key hashes the fields that ``results.schema.KEY_FIELDS["train"]`` names, as a sweep
+    cell's does; the id adds the code version. Running the same command again (killed or
+    finished) gives the same id, so its record is replaced, never duplicated.
+    """
+    head = {
+        "kind": "train", "config": model.arch.label, "task": task.name, "preset": s["preset"], "depth": depth,
+        "channels": model.channels, "tensor_size": model.tensor_size,
+        "params": sum(p.numel() for p in model.parameters()), "budget": s["budget"],
+        "task_options": task.options(), "task_info": task.describe(), "metric": task.metric,
+        "batch_size": s["batch_size"], "lr": lr, "forget_bias": task.forget_bias, "max_samples": s["max_samples"],
+        "epochs": s["epochs"], "eval_every": s["eval_every"], "patience": s["patience"] if s["early_stopping"] else None,
+        "early_stopping": s["early_stopping"] if not task.online else None, "sample_unit": task.sample_unit,
+        "implementation": model.implementation, "seed": seed, "flush_denormal": True, "device": device.type,
+    }
+    head["key"] = record_key(head)
+    head["id"] = versioned_id(head["key"], code_version())
+    return head
+
+
 def _detach(state):
     if state is None:
         return None
@@ -120,8 +158,8 @@ def _detach(state):
 def train(config, *, task=None, depth, channels=None, budget=None, preset=None, max_samples=None, epochs=None,
           batch_size=None, seed=0, device="cpu", checkpoint_dir=None, data_dir=None, progress=True,
           eval_every=None, checkpoint_every=None, patience=None, early_stopping=None, lr=LEARNING_RATE,
-          implementation=None,
-          threads=None, console: Console | None = None, stop_after_steps=None, **task_options) -> dict:
+          implementation=None, threads=None, console: Console | None = None, stop_after_steps=None,
+          on_start=None, **task_options) -> dict:
     """Train ``config`` at depth L on ``task`` and return one record (see the module docstring).
 
     Args:
@@ -142,6 +180,9 @@ def train(config, *, task=None, depth, channels=None, budget=None, preset=None, 
             small model on a busy machine 1 thread can be many times faster than several.
         stop_after_steps: test hook that simulates a kill: raise ``KeyboardInterrupt``
             right after optimizer step N, before anything of that step is checkpointed.
+        on_start: called with the run's identity (the record's settings, ``key`` and ``id``)
+            once the model is built, before the checkpoint is read and the first step; it
+            may raise to stop the run (the CLI skips a run whose record it already has).
         **task_options: the task's own options (digits, symbols, seq_len, source, path, ...).
     """
     started = time.monotonic()
@@ -152,11 +193,14 @@ def train(config, *, task=None, depth, channels=None, budget=None, preset=None, 
     dev = _device(device)
     _positive(checkpoint_every, "--checkpoint-every")
     _positive(stop_after_steps, "stop_after_steps")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise UserError(f"--seed must be an integer >= 0, got {seed!r}")
+    checks.seed(seed)
+    lr = checks.number(lr, "--lr")
+    if checkpoint_dir is not None:  # before training, not at the first checkpoint
+        checks.output_dir(checkpoint_dir, "--checkpoint-dir")
+    _check_memory(config, depth, s, the_task, dev)
 
     if threads is not None:
-        torch.set_num_threads(_positive(threads, "--threads"))
+        torch.set_num_threads(checks.threads(threads))
     # Decaying recurrent states produce subnormal floats, which slow CPU arithmetic
     # 10-100x (SPEC section 8); flushing them to zero changes nothing measurable.
     torch.set_flush_denormal(True)
@@ -166,9 +210,11 @@ def train(config, *, task=None, depth, channels=None, budget=None, preset=None, 
     model.to(dev)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     stream = the_task.train_stream(s["batch_size"], seed)
-    params = sum(p.numel() for p in model.parameters())
     key = {"config": model.arch.label, "task": the_task.name, "task_options": the_task.options(), "depth": depth,
            "channels": model.channels, "batch_size": s["batch_size"], "seed": seed, "lr": lr}
+    record = _identity(model, the_task, s, depth=depth, seed=seed, lr=lr, device=dev)
+    if on_start is not None:
+        on_start(dict(record))
     epoch_samples = the_task.epoch_samples(s["batch_size"])
     eval_every = s["eval_every"]
     checkpoint_every = checkpoint_every or eval_every
@@ -291,17 +337,7 @@ def train(config, *, task=None, depth, channels=None, budget=None, preset=None, 
                      "by running the same command again") if path is not None else ""
             console.print(f"[yellow]interrupted[/] at sample {st['samples']:,}{where}")
             raise
-    record = {
-        "causal": causal(model.arch, depth),
-        "config": model.arch.label, "task": the_task.name, "preset": s["preset"], "depth": depth,
-        "channels": model.channels, "tensor_size": model.tensor_size, "params": params, "budget": s["budget"],
-        "task_options": the_task.options(), "task_info": the_task.describe(), "metric": the_task.metric, "batch_size": s["batch_size"], "lr": lr,
-        "forget_bias": the_task.forget_bias, "max_samples": s["max_samples"], "epochs": s["epochs"],
-        "eval_every": eval_every, "patience": s["patience"] if s["early_stopping"] else None,
-        "early_stopping": s["early_stopping"] if not the_task.online else None,
-        "sample_unit": the_task.sample_unit, "implementation": model.implementation, "seed": seed,
-        "flush_denormal": True,
-    }
+    record["causal"] = causal(model.arch, depth)
     if failed is not None:
         record.update(status="failed", error=failed, valid_metric=None, test_metric=None, sequence_accuracy=None,
                       samples_seen=st["samples"], samples_to_solve=None, solved=False, steps=st["step"],

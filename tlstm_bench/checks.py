@@ -1,0 +1,99 @@
+"""Checks of user input that several commands share: one helper per kind of check.
+
+* :func:`integer`: a whole number in a range (a count, a size, a seed);
+* :func:`number`: a finite real number, positive unless told otherwise (a learning rate);
+* :func:`output_dir` and :func:`output_file`: a place the command will write to, checked
+  before any work starts, so that a long run never ends in a write that cannot succeed.
+
+Each raises :class:`~tlstm_bench.errors.UserError` with one line that names the option and
+says what is allowed. Nothing here imports torch, and nothing here writes anything.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import UserError
+
+# torch.manual_seed takes 64-bit seeds; a larger one is an OverflowError deep inside torch.
+MAX_SEED = 2**63 - 1
+MAX_THREADS = 1024
+MAX_DIM = 2**31 - 1  # one tensor dimension (M, R, S), a depth, a sequence length: torch's 32-bit index kernels  # torch.set_num_threads: more is a typo (it would start that many threads)
+
+
+def integer(value, what: str, *, minimum: int = 1, maximum: int | None = None) -> int:
+    """``value`` if it is an int (not a bool) in ``minimum .. maximum``, else a one-line error."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UserError(f"{what} must be an integer, got {value!r}")
+    if value < minimum or (maximum is not None and value > maximum):
+        allowed = f">= {minimum}" if value < minimum else f"<= {maximum:,}"
+        shown = str(value) if abs(value) < 10**30 else f"a {len(str(abs(value)))}-digit number"
+        raise UserError(f"{what} must be an integer {allowed}, got {shown}")
+    return value
+
+
+def seed(value, what: str = "--seed") -> int:
+    """A seed: an integer from 0 to 2^63 - 1 (what torch's generators take)."""
+    return integer(value, what, minimum=0, maximum=MAX_SEED)
+
+
+def threads(value, what: str = "--threads") -> int:
+    """A CPU thread count for torch: 1 to :data:`MAX_THREADS`."""
+    return integer(value, what, maximum=MAX_THREADS)
+
+
+def number(value, what: str, *, positive: bool = True) -> float:
+    """``value`` as a float if it is a finite number (above 0 when ``positive``), else a one-line error."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(f"{what} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise UserError(f"{what} must be a finite number, got {value}")
+    if positive and value <= 0:
+        raise UserError(f"{what} must be above 0, got {value}")
+    return float(value)
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or the closest path above it that exists (what creating ``path`` needs)."""
+    for candidate in (path, *path.parents):
+        if os.path.lexists(candidate):
+            return candidate
+    return Path(".")
+
+
+def output_dir(path: "str | Path", what: str, *, write: bool = True) -> Path:
+    """A folder the command will write into (``write``) or read from: it exists as a folder,
+    or can be created as one.
+
+    Checked before any work, so that a long run never ends in a write that fails. Writability
+    is probed with a real write (a temporary file, removed at once), which answers for
+    permission bits, ACLs and read-only mounts alike; nothing is left behind.
+    """
+    path = Path(path).expanduser()
+    base = _nearest_existing(path)
+    if not base.is_dir():
+        where = "is" if base == path else f"is inside {base}, which is"
+        raise UserError(f"{what} {path} {where} a file, not a folder; give a folder (it is created if missing)")
+    if write:
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".tlstm-bench-probe.", dir=base)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            raise UserError(f"{what} {path} is not writable (cannot write in {base}: {exc.strerror or exc}); "
+                            "give a folder you can write to") from None
+    return path
+
+
+def output_file(path: "str | Path", what: str) -> Path:
+    """A file the command will write (or replace): not a folder, and its folder is writable."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise UserError(f"{what} {path} is a folder; give a file name")
+    output_dir(path.parent, f"{what} {path}: its folder")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UserError(f"{what} {path} is read-only (not writable); give another file")
+    return path
