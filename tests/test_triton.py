@@ -207,7 +207,7 @@ def test_triton_without_cuda_or_interpreter_is_a_clean_error():
 
 
 def test_time_all_on_cpu_leaves_out_the_cuda_implementations():
-    from tlstm_bench.cli.time import plan_cases
+    from tlstm_bench.timing import plan_cases
 
     names = {case.implementation for case in plan_cases(["2d"], [1], "all", "cpu")}
     assert "triton" not in names and "cuda-graph" not in names and "fast" in names
