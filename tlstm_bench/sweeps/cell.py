@@ -51,13 +51,13 @@ def execute(spec: dict, *, checkpoint_dir: "Path | None" = None) -> dict:
                                seq_len=spec["seq_len"], device=spec["device"], implementation=implementation,
                                repeats=spec["repeats"], warmup=spec["warmup"], threads=spec.get("threads"),
                                dtype=spec["dtype"], seed=spec["seed"])
-    from ..training import train
+    from ..training import TrainSettings, train
 
-    options = {k: spec[k] for k in ("preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping")
-               if k in spec}
-    return train(spec["config"], task=spec["task"], depth=spec["depth"], **size, seed=spec["seed"],
-                 device=spec["device"], checkpoint_dir=checkpoint_dir, progress=False, **options,
-                 **spec.get("options", {}))
+    given = {k: spec[k] for k in ("preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping")
+             if k in spec}
+    return train(TrainSettings(spec["config"], spec["depth"], task=spec["task"], **size, seed=spec["seed"],
+                               device=spec["device"], checkpoint_dir=checkpoint_dir, **given,
+                               task_options=spec.get("options", {})))
 
 
 def _provenance(device: str) -> dict:
