@@ -123,7 +123,7 @@ def resolve(fn: str):
     return getattr(importlib.import_module(module), name or "execute")
 
 
-def run(cell: Cell, root: Path, fn: str = DEFAULT_CELL_FN) -> dict:
+def call_cell(cell: Cell, root: Path, fn: str = DEFAULT_CELL_FN) -> dict:
     """Call the cell function here, in this process; return ``{"result": ...}`` or ``{"error": ...}``."""
     checkpoint_dir = Path(root) / cell.sweep / ".checkpoints" / cell.id
     try:
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     cell = cell_from_json(sys.stdin.read())
     try:
-        outcome = run(cell, Path(args.root), args.fn)
+        outcome = call_cell(cell, Path(args.root), args.fn)
     except KeyboardInterrupt:  # Ctrl-C: leave the cell undone, the runner will not record it
         return 130
     # The wall time goes with the result: a runner that collects it after this cell's sweep was
