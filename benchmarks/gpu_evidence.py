@@ -680,9 +680,9 @@ class Worker:
         self.out = Path(args.out)
         self.log = Log(self.out / LOG, "worker")
         self.torch = torch
-        from tlstm_bench.timing.protocol import resolve_device
+        from tlstm_bench.vocab import torch_device
 
-        self.dev = resolve_device(args.device)
+        self.dev = torch_device(args.device)
         if self.dev.type == "cpu":
             torch.set_num_threads(1)  # the dry run shares a small machine; timing uses 1 thread too
         if self.dev.type == "cuda":

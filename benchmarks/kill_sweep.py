@@ -9,7 +9,7 @@ same store (two: they share the work, and each waits for the cells the other run
 SIGKILLs each at a random moment, its own process only, so its cell processes would be
 orphans if they did not die with it. Rounds go on until ``--kills`` sweeps have been killed
 mid-run; then one last sweep runs to the end. The cells are the stdlib fake of
-``tests/test_sweep_fakes.py`` (each sleeps ``--cell-s``), so the runner's logic is what is
+``tests/sweep_fakes.py`` (each sleeps ``--cell-s``), so the runner's logic is what is
 timed, not a model.
 
 Counted: kills; orphans (cells of a killed sweep still alive ``--orphan-wait-s`` after the
@@ -86,7 +86,7 @@ def records(root: Path) -> list[dict]:
 
 def start_sweep(spec: Path, root: Path, jobs: int, env: dict, only: list[str] = ()) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "tlstm_bench", "sweep", str(spec), "--results-dir", str(root.parent),
-                             "--cell-fn", "test_sweep_fakes:cell", "--jobs", str(jobs),
+                             "--cell-fn", "sweep_fakes:cell", "--jobs", str(jobs),
                              *(["--only", "id=" + ",".join(only)] if only else [])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 

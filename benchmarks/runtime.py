@@ -22,7 +22,6 @@ Targets (issue 3), each printed with its measured figure and met / NOT met:
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from tlstm_bench.models import build_model
@@ -56,7 +55,7 @@ def run_table(args) -> dict:
     cases += [Case(c, d, "fast") for c in TLSTM for d in DEPTHS]
     records = measure_cases(cases, channels=args.channels, seq_len=args.seq_len, repeats=args.repeats,
                             warmup=args.warmup, threads=args.threads,
-                            progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+                            progress=True)  # plain lines on stderr
     store(records, workspace(args.results_dir).store)
     ms = {(r["config"], r["implementation"], r["depth"]): r for r in records}
     first = records[0]
@@ -109,7 +108,7 @@ def run_oracle(args) -> None:
                             repeats_for=lambda c: args.oracle_repeats if c.implementation == "reference"
                             else args.repeats,
                             warmup_for=lambda c: 0 if c.implementation == "reference" else args.warmup,
-                            progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+                            progress=True)  # plain lines on stderr
     store(records, workspace(args.results_dir).store)
     ms = {(r["config"], r["implementation"]): r for r in records}
     print(f"\n## fast vs the slow oracle (`reference`) at L=10, M={args.channels}, T={args.seq_len} (one run, "

@@ -22,3 +22,20 @@ def _results_folder(tmp_path, monkeypatch):
     """Every test writes its results into its own temporary folder, never ./results of the checkout
     (the README promises that running the tests leaves `git status` clean)."""
     monkeypatch.setenv("TLSTM_BENCH_RESULTS", str(tmp_path / "results"))
+
+
+@pytest.fixture
+def fake_env(tmp_path, monkeypatch):
+    """Sweep cells run the stdlib fake (tests/sweep_fakes.py, fast to start); returns the path of
+    its execution log.
+
+    SLURM jobs inherit this environment (sbatch exports it all by default), so the fake is
+    importable in the job and logs to the same file."""
+    from sweep_helpers import TESTS
+
+    log = tmp_path / "fake.log"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.setenv("TLSTM_BENCH_CODE_VERSION", "test-version")
+    monkeypatch.delenv("FAKE_PLAN", raising=False)
+    return log

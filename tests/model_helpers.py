@@ -2,7 +2,7 @@
 
 import torch
 
-from tlstm_bench.models import CONFIG_NAMES
+from tlstm_bench.models import CONFIG_NAMES, build_model
 
 TLSTM_CONFIGS = [c for c in CONFIG_NAMES if c != "slstm"]
 # Knob combinations beyond the seven presets (SPEC section 6): 4D, even and larger kernels, 2D+CN,
@@ -26,3 +26,35 @@ def perturb(model, scale=0.3):
         for p in model.parameters():
             p.add_(torch.randn_like(p) * scale)
     return model
+
+
+def outputs_and_grads(config, depth, implementation, *, dtype=torch.float64, device="cpu", batch=2, seq_len=4,
+                      channels=3, cell_index=None):
+    """Run ``implementation`` forward from a random state, a random linear loss on y and the final
+    state, and backward: {name: tensor} of y, h_T, c_T and the gradient of every parameter, the
+    input and the initial state, as float64 on the CPU.
+
+    Parameters, input, state and loss weights are drawn in float64 from fixed seeds and then cast
+    to ``dtype`` and moved to ``device``, so every implementation, dtype and device sees the same
+    values. ``cell_index`` replaces the model's memory-cell index map (another window)."""
+    torch.manual_seed(0)
+    model = perturb(build_model(config, depth, input_size=3, output_size=2, channels=channels,
+                                implementation=implementation).double())
+    model = model.to(device, dtype)
+    if cell_index is not None:
+        model.cell_index = cell_index.to(device)
+    g = torch.Generator().manual_seed(1)
+
+    def rand(*shape):
+        return torch.randn(shape, generator=g, dtype=torch.float64).to(device, dtype)
+
+    x = rand(batch, seq_len, 3).requires_grad_(True)
+    zero = model.zero_state(batch, x)
+    h0, c0 = rand(*zero.h.shape).requires_grad_(True), rand(*zero.c.shape).requires_grad_(True)
+    y, state = model(x, type(zero)(h0, c0))
+    loss = sum((t * rand(*t.shape)).sum() for t in (y, state.h, state.c))
+    loss.backward()
+    out = {"y": y, "h_T": state.h, "c_T": state.c}
+    out.update({f"grad {name}": p.grad for name, p in model.named_parameters()})
+    out.update({"grad x": x.grad, "grad h0": h0.grad, "grad c0": c0.grad})
+    return {name: None if t is None else t.detach().to("cpu", torch.float64) for name, t in out.items()}

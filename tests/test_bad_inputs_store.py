@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from test_sweep import FAKE, RUNTIME_SPEC, executions, fake_env, records  # noqa: F401
+from sweep_helpers import FAKE, RUNTIME_SPEC, executions, records
 from tlstm_bench.cli import app
 from tlstm_bench.results import write_record
 from tlstm_bench.sweeps import lock as locks

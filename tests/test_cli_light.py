@@ -41,3 +41,28 @@ def test_plot_and_results_read_the_store_without_torch(tmp_path):
                                   ["results", "quick", "--results-dir", folder]])
     assert imported is False
     assert (tmp_path / "figures" / "quick-memorization.png").is_file()
+
+
+CORE = ["tlstm_bench.vocab", "tlstm_bench.events", "tlstm_bench.checks", "tlstm_bench.models", "tlstm_bench.audit",
+        "tlstm_bench.tasks", "tlstm_bench.training", "tlstm_bench.timing", "tlstm_bench.timing.counters",
+        "tlstm_bench.timing.regress", "tlstm_bench.sweeps.spec", "tlstm_bench.sweeps.grid", "tlstm_bench.sweeps.cell",
+        "tlstm_bench.sweeps.lock", "tlstm_bench.sweeps.runner", "tlstm_bench.sweeps.slurm", "tlstm_bench.sweeps.plan",
+        "tlstm_bench.results", "tlstm_bench.results.frame", "tlstm_bench.results.view", "tlstm_bench.results.export",
+        "tlstm_bench.plotting", "tlstm_bench.analysis", "tlstm_bench.analysis.visualize"]
+
+
+def test_the_core_draws_nothing_and_its_vocabulary_needs_no_torch():
+    """Only the CLI draws (with rich): training, timing, sweeps, results, plotting and the analysis
+    report through callbacks (tlstm_bench.events) and import no rich. The names and defaults, and
+    the sweep spec reader that plot uses, start without torch."""
+    script = ("import importlib, sys\n"
+              "from tlstm_bench import vocab\n"
+              "from tlstm_bench.sweeps.spec import load_spec\n"
+              "assert load_spec('quick', check_values=False).sections and vocab.ENWIK8_SYMBOLS == 205\n"
+              "print('torch' in sys.modules)\n"
+              f"for name in {CORE!r}:\n"
+              "    importlib.import_module(name)\n"
+              "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "[]"]

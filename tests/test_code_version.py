@@ -95,7 +95,7 @@ def test_a_commit_that_changes_no_code_leaves_a_finished_sweep_finished(tmp_path
     where = subprocess.run([sys.executable, "-c", "import tlstm_bench; print(tlstm_bench.__file__)"],
                            capture_output=True, text=True, env=env, cwd=tmp_path).stdout.strip()
     assert Path(where).parent == package                                    # the copy runs, not this checkout
-    tlstm_bench_cli("sweep", str(spec), "--cell-fn", "test_sweep_fakes:cell")
+    tlstm_bench_cli("sweep", str(spec), "--cell-fn", "sweep_fakes:cell")
     assert "2 cells, 2 done" in tlstm_bench_cli("sweep", str(spec), "--dry-run")
 
     (repo / "README.md").write_text("# v2: a typo fixed\n")

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tlstm_bench.errors import UserError
-from tlstm_bench.models import TLSTM_IMPLEMENTATIONS, build_model
+from tlstm_bench.models import build_model
 from tlstm_bench.timing import inject
 from tlstm_bench.timing.counters import count_run
 from tlstm_bench.timing.protocol import Case, _Run, cpu_settings

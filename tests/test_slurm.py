@@ -18,65 +18,23 @@ import shutil
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from tlstm_bench.errors import UserError
 from tlstm_bench.sweeps.grid import expand, parse_filters, select
-from tlstm_bench.sweeps.run import cluster_machine, make_plan, run_sweep
-from tlstm_bench.sweeps.runner import SlurmOptions, run_cells
+from tlstm_bench.sweeps.plan import cluster_machine, plan_sweep, run_sweep
+from tlstm_bench.sweeps.runner import run_cells
+from tlstm_bench.sweeps.slurm import SlurmOptions
 from tlstm_bench.sweeps.spec import load_spec
 
-TESTS = Path(__file__).resolve().parent
-FAKE = "test_sweep_fakes:cell"
-CODE = "test-version"
+from sweep_helpers import FAKE, RUNTIME_SPEC, executions, records, write_spec
+
+CODE = "test-version"  # the code version fake_env (conftest.py) pins
 SWEEP_TIMEOUT_S = 300  # a sweep of a few fake cells takes 15-40 s on the one-node CI SLURM
-
-RUNTIME_SPEC = """
-task = "runtime"
-configs = ["slstm", "2d", "2d-m", "3d"]
-depths = [1, 2]
-channels = 8
-timeout_s = 60
-[runtime]
-seq_len = 5
-repeats = 2
-"""
-
-
-def write_spec(tmp_path: Path, text: str, name: str = "t") -> Path:
-    path = tmp_path / f"{name}.toml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def records(root: Path, sweep: str = "t") -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((root / sweep).glob("*.json"))]
-
-
-def executions(log: Path) -> Counter:
-    if not log.exists():
-        return Counter()
-    return Counter(tuple(json.loads(line)) for line in log.read_text().splitlines())
-
-
-@pytest.fixture
-def fake_env(tmp_path, monkeypatch):
-    """Cells run the stdlib fake (fast to start); returns the path of its execution log.
-
-    SLURM jobs inherit this environment (sbatch exports it all by default), so the fake is
-    importable in the job and logs to the same file."""
-    log = tmp_path / "fake.log"
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.setenv("FAKE_LOG", str(log))
-    monkeypatch.setenv("TLSTM_BENCH_CODE_VERSION", CODE)
-    monkeypatch.delenv("FAKE_PLAN", raising=False)
-    return log
 
 
 # ---- submitit without a cluster ------------------------------------------------------------------
@@ -191,7 +149,7 @@ def test_sweep_through_slurm_writes_every_record_once(tmp_path, fake_env, sweep_
     assert done.returncode == 0, done.stdout + done.stderr
     array = submitted_array(done.stdout)
 
-    cells = make_plan(spec, root=root, only=filters, code=CODE, machine=SLURM_MACHINE).cells
+    cells = plan_sweep(spec, root=root, only=filters, code=CODE, machine=SLURM_MACHINE).cells
     got = records(root, sweep_name)
     assert len(cells) == 4 and sorted(r["id"] for r in got) == sorted(c.id for c in cells)
     assert all(r["status"] == "ok" and r["error"] is None for r in got), [r["error"] for r in got]
@@ -249,7 +207,7 @@ def test_a_cancelled_job_leaves_its_cell_undone_and_the_sweep_unfinished(tmp_pat
     cwd.mkdir()
     filters = ["config=slstm,2d", "depth=1"]
     only = [word for f in filters for word in ("--only", f)]
-    cells = make_plan(spec, root=root, only=filters, code=CODE, machine=SLURM_MACHINE).cells
+    cells = plan_sweep(spec, root=root, only=filters, code=CODE, machine=SLURM_MACHINE).cells
     hung = [c.spec["config"] for c in cells].index("2d")                     # its task in the job array
     log = tmp_path / "sweep.out"
     with open(log, "w") as out:

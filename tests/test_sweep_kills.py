@@ -1,7 +1,7 @@
 """A sweep killed at any moment loses nothing, duplicates nothing and leaves no process behind,
 and a sweep never exits 0 while a cell of its spec has no record (issue 11, defect 1).
 
-The cells run the stdlib fake of ``test_sweep_fakes.py`` so they start fast.
+The cells run the stdlib fake of ``sweep_fakes.py`` so they start fast.
 """
 
 from __future__ import annotations
@@ -14,19 +14,18 @@ import socket
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from test_sweep import FAKE, RUNTIME_SPEC, _sweep_process, executions, fake_env, records, write_spec  # noqa: F401
 from tlstm_bench.cli import app
 from tlstm_bench.sweeps import lock as locks
-from tlstm_bench.sweeps.cell import make_record
 from tlstm_bench.sweeps.grid import expand
-from tlstm_bench.sweeps.run import run_sweep
+from tlstm_bench.sweeps.plan import run_sweep
 from tlstm_bench.sweeps.spec import load_spec
+
+from sweep_helpers import FAKE, RUNTIME_SPEC, executions, records, sweep_process, write_spec
 
 
 def _alive(pid: int) -> bool:
@@ -79,7 +78,7 @@ def test_cells_die_with_their_sweep(tmp_path, fake_env, monkeypatch):
     monkeypatch.setenv("FAKE_SLEEP", "60")
     spec = write_spec(tmp_path, RUNTIME_SPEC)
     root = tmp_path / "store"
-    proc = _sweep_process(spec, root, "--jobs", "2")
+    proc = sweep_process(spec, root, "--jobs", "2")
     try:
         assert _wait(lambda: len(_cell_pids(root)) == 2), "two cells should be running"
         pids = _cell_pids(root)
@@ -98,12 +97,12 @@ def test_a_rerun_right_after_a_sigkill_finishes_every_cell(tmp_path, fake_env, m
     monkeypatch.setenv("FAKE_SLEEP", "2")
     spec = write_spec(tmp_path, RUNTIME_SPEC)
     root = tmp_path / "store"
-    proc = _sweep_process(spec, root, "--jobs", "2", "--only", "depth=1")
+    proc = sweep_process(spec, root, "--jobs", "2", "--only", "depth=1")
     try:
         assert _wait(lambda: len(_cell_pids(root)) == 2)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        rerun = _sweep_process(spec, root, "--jobs", "2", "--only", "depth=1")
+        rerun = sweep_process(spec, root, "--jobs", "2", "--only", "depth=1")
         output = rerun.communicate(timeout=120)[0].decode()
         assert rerun.returncode == 0, output
         after = records(root)
@@ -247,7 +246,7 @@ def test_random_sigkills_lose_and_duplicate_nothing(tmp_path, fake_env, monkeypa
     kills = runs = early = orphans = 0
     while kills < KILLS and runs < 3 * KILLS:
         runs += 1
-        proc = _sweep_process(spec, root, "--jobs", "2")
+        proc = sweep_process(spec, root, "--jobs", "2")
         try:
             proc.wait(timeout=rng.uniform(0.2, 3.0))
         except subprocess.TimeoutExpired:
@@ -257,7 +256,7 @@ def test_random_sigkills_lose_and_duplicate_nothing(tmp_path, fake_env, monkeypa
             orphans += bool(not _wait(lambda: not _orphans(root), timeout=1.0))
         else:
             early += proc.returncode == 0 and len(records(root)) < 12
-    final = _sweep_process(spec, root, "--jobs", "2")
+    final = sweep_process(spec, root, "--jobs", "2")
     output = final.communicate(timeout=120)[0].decode()
     assert final.returncode == 0, output
     after = records(root)

@@ -1,4 +1,6 @@
-"""The ``triton`` implementation equals ``eager``: outputs, final state and every gradient.
+"""The ``triton`` implementation beyond the equivalence matrix (tests/test_equivalence.py, which
+checks it against the oracle on every preset): across tiles in float64, with another window,
+without gradients, and its clean errors.
 
 On a CPU the kernels run under Triton's interpreter (``TRITON_INTERPRET=1``, set by
 ``conftest.py`` before anything imports the kernel module). On a GPU machine, run the same checks compiled:
@@ -20,13 +22,11 @@ from typer.testing import CliRunner
 from tlstm_bench.cli import app
 from tlstm_bench.errors import UserError
 from tlstm_bench.models import build_model
-from tlstm_bench.models.tlstm import TLSTMState, kernel_offsets, locations
+from tlstm_bench.models.tlstm import kernel_offsets, locations
+
+from model_helpers import outputs_and_grads
 
 DEVICE = os.environ.get("TLSTM_TRITON_TEST_DEVICE", "cpu")  # conftest.py set TRITON_INTERPRET=1 for "cpu"
-
-PRESETS = ["2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn"]
-# Beyond the presets (SPEC section 6): 4D, K = 5 with CN, even K without memory conv with LN.
-KNOBS = ["tlstm:dims=4,kernel=3", "tlstm:dims=2,kernel=5,norm=cn", "tlstm:dims=3,kernel=4,memory_conv=0,norm=ln"]
 
 
 @pytest.fixture
@@ -59,35 +59,12 @@ def small_tiles(tt, monkeypatch):
     return dict(channels=5)  # two channel tiles of 4 and 1
 
 
-def _run(config, depth, implementation, *, dtype=torch.float32, batch=2, seq_len=3, channels=4, cell_index=None):
-    """Forward from a random state + a random linear loss on y and the final state."""
-    torch.manual_seed(0)
-    model = build_model(config, depth, input_size=3, output_size=2, channels=channels,
-                        implementation=implementation).to(DEVICE, dtype)
-    if cell_index is not None:
-        model.cell_index = cell_index.to(DEVICE)
-    with torch.no_grad():
-        for p in model.parameters():  # off the initial values (gains 1, biases 0)
-            p.add_(torch.randn_like(p) * 0.3)
-    g = torch.Generator().manual_seed(1)
-
-    def rand(*shape):
-        return torch.randn(shape, generator=g, dtype=dtype).to(DEVICE).requires_grad_(True)
-
-    x = rand(batch, seq_len, 3)
-    h0, c0 = rand(batch, model.num_locations, channels), rand(batch, model.num_locations, channels)
-    y, state = model(x, TLSTMState(h0, c0))
-    loss = sum((t * torch.randn(t.shape, generator=g, dtype=dtype).to(DEVICE)).sum() for t in (y, state.h, state.c))
-    loss.backward()
-    out = {"y": y, "h_T": state.h, "c_T": state.c}
-    out.update({f"grad {name}": p.grad for name, p in model.named_parameters()})
-    out.update({"grad x": x.grad, "grad h0": h0.grad, "grad c0": c0.grad})
-    return out
-
-
 def _assert_same(config, depth, *, dtype=torch.float32, **kw):
-    ref = _run(config, depth, "eager", dtype=dtype, **kw)
-    got = _run(config, depth, "triton", dtype=dtype, **kw)
+    """triton equals eager on the same values (model_helpers.outputs_and_grads; tiny sizes: the
+    interpreter runs each kernel op in numpy)."""
+    kw = {"seq_len": 3, "channels": 4, **kw}
+    ref = outputs_and_grads(config, depth, "eager", dtype=dtype, device=DEVICE, **kw)
+    got = outputs_and_grads(config, depth, "triton", dtype=dtype, device=DEVICE, **kw)
     assert got.keys() == ref.keys()
     for name, want in ref.items():
         assert want is not None and got[name] is not None, name
@@ -97,26 +74,6 @@ def _assert_same(config, depth, *, dtype=torch.float32, **kw):
             scale = want.abs().max().clamp_min(1e-3)
             err = (got[name] - want).abs().max()
             assert err <= 2e-5 * scale, f"{name}: max error {err:.3g} vs scale {scale:.3g}"
-
-
-@pytest.mark.triton
-@pytest.mark.parametrize("depth", [1, 2, 3])
-@pytest.mark.parametrize("config", PRESETS)
-def test_triton_equals_eager_presets(tt, config, depth):
-    _assert_same(config, depth)
-
-
-@pytest.mark.triton
-@pytest.mark.parametrize("config", KNOBS)
-def test_triton_equals_eager_knobs(tt, config):
-    _assert_same(config, 2)
-
-
-@pytest.mark.triton
-def test_triton_flush_longer_than_input(tt):
-    """T < L: the state handed back (after step T) comes before the first output."""
-    _assert_same("2d", 4, seq_len=2)
-    _assert_same("3d-cn", 3, seq_len=1, batch=1)
 
 
 @pytest.mark.triton
@@ -207,7 +164,7 @@ def test_triton_without_cuda_or_interpreter_is_a_clean_error():
 
 
 def test_time_all_on_cpu_leaves_out_the_cuda_implementations():
-    from tlstm_bench.cli.time import plan_cases
+    from tlstm_bench.timing import plan_cases
 
     names = {case.implementation for case in plan_cases(["2d"], [1], "all", "cpu")}
     assert "triton" not in names and "cuda-graph" not in names and "fast" in names

@@ -30,7 +30,7 @@ def test_trace_equals_forward(config, tokens):
     torch.manual_seed(0)
     io = {"vocab": 6} if tokens else {"input_size": 3, "output_size": 4}
     # The trace runs model.step, the eager path's step: pin eager to compare bit for bit
-    # (the default `fast` path is tested against the oracle in test_fast_tlstm.py).
+    # (the default `fast` path is tested against the oracle in test_equivalence.py).
     model = build_model(config, 3, channels=3, implementation="eager", **io)
     x = _inputs(tokens)
     y, state = model(x)

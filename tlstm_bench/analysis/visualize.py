@@ -282,22 +282,9 @@ def draw(loaded: Loaded, x: torch.Tensor, target: torch.Tensor, logits: torch.Te
     ax_in = fig.add_subplot(grid[0, 0])
     ax = fig.add_subplot(grid[1, 0], sharex=ax_in)
     ax_out = fig.add_subplot(grid[2, 0], sharex=ax_in)
-    extent = (0.5, steps + 0.5, size + 0.5, 0.5)
-
-    # Input, one column per step; the last L - 1 steps are the flush (zero input).
-    if model.tokens and text:
-        for s, ch in enumerate(symbol_text(task, x), start=1):
-            ax_in.text(s, 0.5, ch, ha="center", va="center", fontsize="small", family="monospace")
-        ax_in.set_ylim(0, 1)
-    else:
-        strip = x.float().reshape(seq_len, -1).mean(-1).numpy()
-        ax_in.imshow(np.append(strip, np.full(delay, np.nan))[None, :], aspect="auto", cmap="gray_r",
-                     extent=(0.5, steps + 0.5, 1, 0))
-    ax_in.set_ylabel("input", rotation=0, ha="right", va="center")
-    ax_in.set_yticks([])
-    ax_in.set_xlim(0.5, steps + 0.5)
-
-    image = ax.imshow(values, aspect="auto", cmap="viridis", vmin=0, vmax=1, extent=extent, interpolation="nearest")
+    _input_strip(ax_in, model, task, x, steps, text)
+    image = ax.imshow(values, aspect="auto", cmap="viridis", vmin=0, vmax=1, extent=(0.5, steps + 0.5, size + 0.5, 0.5),
+                      interpolation="nearest")
     ticks = sorted({1, size} | set(range(1, size + 1, max(1, size // 6))))
     ax.set_yticks(ticks, [f"{p} (p_in)" if p == 1 else f"{p} (p_out)" if p == size and size > 1 else str(p)
                           for p in ticks])
@@ -307,36 +294,53 @@ def draw(loaded: Loaded, x: torch.Tensor, target: torch.Tensor, logits: torch.Te
             a.axvspan(seq_len + 0.5, steps + 0.5, color="black", alpha=0.08, lw=0)
             a.axvline(seq_len + 0.5, color="white" if a is ax else "gray", lw=1, ls="--")
     fig.colorbar(image, cax=fig.add_subplot(grid[1, 1]), label="channel mean of C\n(normalised to [0, 1])")
-
-    # Output: y_t is read at the output corner at step t + L - 1.
-    predicted = logits.argmax(-1)
-    out_steps = np.arange(1, seq_len + 1) + delay
-    if model.tokens and target.shape == predicted.shape and text:
-        for s, want, got in zip(out_steps, symbol_text(task, target), symbol_text(task, predicted)):
-            ax_out.text(s, 0.72, want, ha="center", va="center", fontsize="small", family="monospace",
-                        color="gray")
-            ax_out.text(s, 0.25, got, ha="center", va="center", fontsize="small", family="monospace",
-                        color="seagreen" if got == want else "firebrick")
-        ax_out.set_yticks([0.72, 0.25], ["target", "output"])
-        ax_out.set_ylim(0, 1)
-    elif target.shape == predicted.shape:
-        right = (predicted == target).float().numpy()
-        ax_out.imshow(np.append(np.full(delay, np.nan), right)[None, :], aspect="auto", cmap="RdYlGn",
-                      vmin=0, vmax=1, extent=(0.5, steps + 0.5, 1, 0))
-        ax_out.set_yticks([0.5], ["output right"])
-    else:  # one label for the sequence (MNIST): read at the last step
-        label, guess = int(target.reshape(-1)[0]), int(predicted[-1])
-        ax_out.text(steps, 0.5, f"label {label}, output {guess} ", ha="right", va="center", fontsize="small",
-                    color="seagreen" if label == guess else "firebrick")
-        ax_out.set_yticks([])
-        ax_out.set_ylim(0, 1)
+    _output_strip(ax_out, model, task, target, logits.argmax(-1), seq_len, steps, text)
     ax_out.set_xlabel(f"step (1 .. T + L - 1 = {steps}; the shaded L - 1 = {delay} steps are the flush)")
     for a in (ax_in, ax):
         a.tick_params(labelbottom=False)
-
     arch = model.arch
     fig.suptitle(f"{task.name}: memory cell along the diagonal, {arch.label} (D={arch.dims}, K={arch.kernel}), "
                  f"L={model.depth}, P={model.tensor_size}, M={model.channels}\n"
                  + textwrap.fill(loaded.origin, 90),  # a long origin would run off the figure
                  fontsize="medium", color="black" if loaded.trained else "firebrick")
     return fig
+
+
+def _input_strip(ax, model, task, x: torch.Tensor, steps: int, text: bool) -> None:
+    """Input, one column per step; the last L - 1 steps are the flush (zero input)."""
+    if model.tokens and text:
+        for s, ch in enumerate(symbol_text(task, x), start=1):
+            ax.text(s, 0.5, ch, ha="center", va="center", fontsize="small", family="monospace")
+        ax.set_ylim(0, 1)
+    else:
+        strip = x.float().reshape(x.shape[0], -1).mean(-1).numpy()
+        ax.imshow(np.append(strip, np.full(model.depth - 1, np.nan))[None, :], aspect="auto", cmap="gray_r",
+                  extent=(0.5, steps + 0.5, 1, 0))
+    ax.set_ylabel("input", rotation=0, ha="right", va="center")
+    ax.set_yticks([])
+    ax.set_xlim(0.5, steps + 0.5)
+
+
+def _output_strip(ax, model, task, target: torch.Tensor, predicted: torch.Tensor, seq_len: int, steps: int,
+                  text: bool) -> None:
+    """Output: y_t is read at the output corner at step t + L - 1."""
+    delay = model.depth - 1
+    out_steps = np.arange(1, seq_len + 1) + delay
+    if model.tokens and target.shape == predicted.shape and text:
+        for s, want, got in zip(out_steps, symbol_text(task, target), symbol_text(task, predicted)):
+            ax.text(s, 0.72, want, ha="center", va="center", fontsize="small", family="monospace", color="gray")
+            ax.text(s, 0.25, got, ha="center", va="center", fontsize="small", family="monospace",
+                    color="seagreen" if got == want else "firebrick")
+        ax.set_yticks([0.72, 0.25], ["target", "output"])
+        ax.set_ylim(0, 1)
+    elif target.shape == predicted.shape:
+        right = (predicted == target).float().numpy()
+        ax.imshow(np.append(np.full(delay, np.nan), right)[None, :], aspect="auto", cmap="RdYlGn",
+                  vmin=0, vmax=1, extent=(0.5, steps + 0.5, 1, 0))
+        ax.set_yticks([0.5], ["output right"])
+    else:  # one label for the sequence (MNIST): read at the last step
+        label, guess = int(target.reshape(-1)[0]), int(predicted[-1])
+        ax.text(steps, 0.5, f"label {label}, output {guess} ", ha="right", va="center", fontsize="small",
+                color="seagreen" if label == guess else "firebrick")
+        ax.set_yticks([])
+        ax.set_ylim(0, 1)

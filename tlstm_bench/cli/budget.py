@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
+from ..vocab import ENWIK8_SYMBOLS
 from .app import app, console, handles_user_errors, parse_int_list
 
 
@@ -30,7 +31,7 @@ def budget(
     from ..models.card import model_card
 
     if vocab is None and input_size is None and output_size is None:
-        vocab = 205  # enwik8, the paper's 10M setting
+        vocab = ENWIK8_SYMBOLS  # enwik8, the paper's 10M setting
     names = [parse_config(c).label for c in (configs or CONFIG_NAMES)]
     levels = parse_int_list(depths, "--depths")
     cards = [model_card(c, d, vocab=vocab, input_size=input_size, output_size=output_size, budget=budget)

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
+from ..vocab import TIMING_SEQ_LEN
 from .app import app, console, handles_user_errors
 
 
@@ -21,7 +22,7 @@ def info(
     vocab: Annotated[Optional[int], typer.Option(help="Token input and output of this size.")] = None,
     input_size: Annotated[Optional[int], typer.Option(help="Real input size R.")] = None,
     output_size: Annotated[Optional[int], typer.Option(help="Output size S.")] = None,
-    seq_len: Annotated[int, typer.Option(help="T, for the count of sequential steps.")] = 100,
+    seq_len: Annotated[int, typer.Option(help="T, for the count of sequential steps.")] = TIMING_SEQ_LEN,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Show D, K, P, L, M, the parameter count by component, the sequential steps, and
@@ -40,6 +41,11 @@ def info(
     if as_json:
         print(json.dumps(card))
         return
+    console.print(card_table(card))
+
+
+def card_table(card: dict) -> Table:
+    """The model card as a two-column table: shape, parameters by component, steps, causality."""
     title = card["config"] + (f" ({card['paper_name']})" if card["paper_name"] else "")
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column(style="bold")
@@ -73,4 +79,4 @@ def info(
     verdict = {True: "yes", False: "[red]no: y_t sees later inputs[/]",
                None: "not measured: the audit at this depth would take too long"}[card["causal"]]
     table.add_row("causal (measured)", verdict)
-    console.print(table)
+    return table

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.table import Table
+from rich.text import Text
 
-from ..errors import UserError
 from ..checks import output_dir
 from ..results.store import workspace
 from ..sweeps.cell import DEFAULT_CELL_FN
-from ..sweeps.run import cluster_machine, make_plan, plan_table, run_sweep, summary_line, summary_table
-from ..sweeps.runner import SlurmOptions
+from ..vocab import DEVICES
 from .app import ResultsDir, app, console, handles_user_errors
+from .render import Renderer
+
+_STATE_STYLE = {"done": "green", "failed": "red", "running": "yellow", "todo": "white"}
 
 
 @app.command()
@@ -31,7 +33,7 @@ def sweep(
              "repeat for more keys (all must match; values of one key are alternatives).")] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Rerun cells whose record says failed.")] = False,
     results_dir: ResultsDir = None,
-    device: Annotated[Optional[str], typer.Option(help="Override the spec's device (cpu, cuda, cuda:N).")] = None,
+    device: Annotated[Optional[str], typer.Option(help=f"Override the spec's device ({DEVICES}).")] = None,
     data_dir: Annotated[Optional[Path], typer.Option(help="Data files of enwik8 and MNIST (sets "
                                                           "$TLSTM_BENCH_DATA for the cells).")] = None,
     partition: Annotated[Optional[str], typer.Option(help="SLURM partition.", rich_help_panel="SLURM")] = None,
@@ -50,24 +52,24 @@ def sweep(
     another live sweep runs are waited for. The exit code is 0 only when every cell has a
     record: 1 if any cell failed or has none, 2 for bad input, 130 if interrupted.
     """
+    from ..sweeps.plan import cluster_machine, data_dir_env, plan_sweep, run_sweep, summary_line
+    from ..sweeps.slurm import SlurmOptions
+
     folder = workspace(results_dir)
     root = folder.store
     if not dry_run:  # before any work: a store that cannot be written would lose every result
         output_dir(folder.root, "--results-dir" if results_dir is not None else "the results folder")
-    if data_dir is not None:
-        if not data_dir.is_dir():
-            raise UserError(f"--data-dir {data_dir} is not a folder; give the folder that holds the data files")
-        os.environ["TLSTM_BENCH_DATA"] = str(data_dir.resolve())  # inherited by every cell process and job
-    if executor not in ("local", "slurm"):
-        raise UserError(f"unknown --executor {executor!r}; use local or slurm")
     slurm = SlurmOptions(partition=partition, gpus_per_job=gpus_per_job, time_limit_min=time_limit,
                          array_parallelism=array_parallelism, cpus_per_job=cpus_per_job, cluster=submitit_cluster)
     if dry_run:
-        plan = make_plan(spec, root=root, only=only or (), device=device, machine=cluster_machine(executor, slurm))
+        data_dir_env(data_dir)  # checked, though no cell runs
+        plan = plan_sweep(spec, root=root, only=only or (), device=device, machine=cluster_machine(executor, slurm))
         console.print(plan_table(plan, retry_failed=retry_failed))
         return
-    summary = run_sweep(spec, root=root, jobs=jobs, executor=executor, only=only or (), retry_failed=retry_failed,
-                        device=device, slurm=slurm, cell_fn=cell_fn, console=console)
+    with Renderer(console) as report:
+        summary = run_sweep(spec, root=root, jobs=jobs, executor=executor, only=only or (),
+                            retry_failed=retry_failed, device=device, slurm=slurm, cell_fn=cell_fn, progress=report,
+                            data_dir=data_dir)
     table = summary_table(summary)
     if table is not None:
         console.print(table)
@@ -75,3 +77,37 @@ def sweep(
     console.print(f"records in {Path(root) / summary.sweep}", highlight=False)
     if summary.exit_code:
         raise typer.Exit(summary.exit_code)
+
+
+def plan_table(plan, *, retry_failed: bool = False) -> Table:
+    """One row per cell: id, kind, config, depth, seed, size, settings, state (80 columns wide).
+
+    What every cell shares (the task, the device) is in the title, not in each row.
+    """
+    from ..sweeps.plan import PLAN_COLUMNS, plan_rows, plan_title
+
+    table = Table(title=plan_title(plan, retry_failed=retry_failed), title_justify="left")
+    for name in PLAN_COLUMNS:
+        table.add_column(name, justify="right" if name in ("L", "seed") else "left",
+                         overflow="fold" if name in ("config", "size", "settings") else "ellipsis")
+    for row in plan_rows(plan, retry_failed=retry_failed):
+        cells = [Text(row[name]) for name in PLAN_COLUMNS[:-1]]
+        table.add_row(*cells, Text(row["shown"], style=_STATE_STYLE[row["state"]]))
+    table.caption = f"code version {plan.code_version}"
+    return table
+
+
+def summary_table(summary) -> Table | None:
+    """The cells that failed or have no record, and why; None if there are none."""
+    from ..sweeps.plan import SUMMARY_COLUMNS, summary_rows
+
+    described = summary_rows(summary)
+    if described is None:
+        return None
+    title, rows = described
+    table = Table(title=title, title_justify="left")
+    for name in SUMMARY_COLUMNS:
+        table.add_column(name)
+    for row in rows:
+        table.add_row(*(Text(row[name]) for name in SUMMARY_COLUMNS))
+    return table

@@ -5,49 +5,18 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Annotated, Optional, TYPE_CHECKING
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
 from ..errors import UserError
-if TYPE_CHECKING:
-    from ..timing import Case
-
+from ..vocab import DEFAULT_DTYPE, DEVICES, DTYPES, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP
 from .app import ResultsDir, app, console, err_console, handles_user_errors, parse_int_list
+from .render import Renderer
 
 CSV_FIELDS = ["config", "implementation", "depth", "channels", "tensor_size", "params", "seq_len", "device",
               "device_name", "threads", "dtype", "repeats", "ms_per_step", "ms_q25", "ms_q75", "ms_iqr"]
-
-
-def plan_cases(configs: list[str], depths: list[int], implementation: str | None, device: str) -> list[Case]:
-    """The cases to time: every config x depth x implementation.
-
-    No implementation: every sLSTM implementation (fused, wavefront, loop) and the tLSTM's
-    ``fast``. ``all``: every registered implementation (``cuda-graph`` and ``triton`` only
-    on cuda). A name: used for the configurations that have it (an error if none does).
-    """
-    from ..models import SLSTM_IMPLEMENTATIONS, TLSTM_IMPLEMENTATIONS, parse_config
-    from ..models.tlstm import CUDA_IMPLEMENTATIONS
-    from ..timing import Case
-    from ..timing.protocol import default_implementation
-
-    cases = []
-    for config in configs:
-        arch = parse_config(config)
-        table = SLSTM_IMPLEMENTATIONS if arch.kind == "slstm" else TLSTM_IMPLEMENTATIONS
-        if implementation == "all" or (implementation is None and arch.kind == "slstm"):
-            names = [n for n in table if n not in CUDA_IMPLEMENTATIONS or device.startswith("cuda")]
-        elif implementation is None:
-            names = [default_implementation(config)]
-        else:
-            names = [implementation] if implementation in table else []
-        cases += [Case(arch.label, d, n) for n in names for d in depths]
-    if not cases:
-        known = sorted(set(SLSTM_IMPLEMENTATIONS) | set(TLSTM_IMPLEMENTATIONS))
-        raise UserError(f"no configuration given has implementation {implementation!r}; "
-                        f"use one of {', '.join(known)} or all")
-    return cases
 
 
 @app.command(name="time")
@@ -57,15 +26,15 @@ def time_(
     depths: Annotated[str, typer.Option(help="Comma-separated depths L.")] = "1,4,7,10",
     budget: Annotated[Optional[str], typer.Option(help="Parameter budget: 10M, 2500000, or slstm:400.")] = None,
     channels: Annotated[Optional[int], typer.Option(help="Channel size M (instead of --budget).")] = None,
-    seq_len: Annotated[int, typer.Option(help="Sequence length T.")] = 100,
-    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    seq_len: Annotated[int, typer.Option(help="Sequence length T.")] = TIMING_SEQ_LEN,
+    device: Annotated[str, typer.Option(help=f"{DEVICES}.")] = "cpu",
     implementation: Annotated[Optional[str], typer.Option(
         help="An implementation name, or 'all'. Default: every sLSTM implementation and the tLSTM's 'fast'.")] = None,
-    repeats: Annotated[int, typer.Option(help="Timed runs per case (interleaved across cases).")] = 10,
-    warmup: Annotated[int, typer.Option(help="Untimed runs per case first.")] = 3,
+    repeats: Annotated[int, typer.Option(help="Timed runs per case (interleaved across cases).")] = TIMING_REPEATS,
+    warmup: Annotated[int, typer.Option(help="Untimed runs per case first.")] = TIMING_WARMUP,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: torch's current count).")] = None,
-    dtype: Annotated[str, typer.Option(help="float32 or float64.")] = "float32",
-    vocab: Annotated[int, typer.Option(help="Token input and output size.")] = 205,
+    dtype: Annotated[str, typer.Option(help=" or ".join(DTYPES) + ".")] = DEFAULT_DTYPE,
+    vocab: Annotated[int, typer.Option(help="Token input and output size (default: enwik8's).")] = TIMING_VOCAB,
     seed: Annotated[int, typer.Option(help="Seed of the model and the input.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of the records.")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print the records as CSV.")] = False,
@@ -75,7 +44,7 @@ def time_(
     """Time forward + loss + backward per timestep, batch 1, warm-up excluded, median and IQR."""
     from .. import checks
     from ..results import workspace  # the core is imported here: a torch-free CLI start-up
-    from ..timing import measure_cases
+    from ..timing import measure_cases, plan_cases
     from .save import save_records
 
     folder = workspace(results_dir)
@@ -88,9 +57,10 @@ def time_(
     levels = parse_int_list(depths, "--depths")
     cases = plan_cases(configs, levels, implementation, device)
     quiet = as_json or as_csv
-    records = measure_cases(cases, channels=channels, budget=budget, vocab=vocab, seq_len=seq_len,
-                            device=device, repeats=repeats, warmup=warmup, threads=threads, dtype=dtype,
-                            seed=seed, progress=None if quiet else (lambda m: err_console.print(m, style="dim")))
+    with Renderer(err_console) as report:
+        records = measure_cases(cases, channels=channels, budget=budget, vocab=vocab, seq_len=seq_len,
+                                device=device, repeats=repeats, warmup=warmup, threads=threads, dtype=dtype,
+                                seed=seed, progress=None if quiet else report)
     paths = save_records(records, "timing", folder.store) if store else []
     if as_json:
         print(json.dumps(records))

@@ -5,7 +5,8 @@ from . import fast_tlstm as _fast_tlstm  # noqa: F401  (registers "fast")
 from . import cuda_graph as _cuda_graph  # noqa: F401  (registers "cuda-graph")
 from .budget import COMPONENTS, ParamCount, count_params, parse_budget, solve_channels
 from .build import build_model
-from .config import CONFIG_NAMES, PAPER_NAMES, PRESETS, ArchConfig, format_config, parse_config
+from ..vocab import CONFIG_NAMES, PAPER_NAMES
+from .config import PRESETS, ArchConfig, format_config, parse_config
 from .slstm import SLSTM, SLSTM_IMPLEMENTATIONS, SLSTMState
 from .tlstm import TLSTM, TLSTM_IMPLEMENTATIONS, TLSTMState, run_triton
 

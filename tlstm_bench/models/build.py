@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from ..checks import integer
 from ..errors import UserError
+from ..vocab import DEFAULT_IMPLEMENTATION
 from .budget import parse_budget, solve_channels
 from .config import ArchConfig, parse_config
 from .memory import MAX_DIM, check_shape
 from .slstm import SLSTM, SLSTM_IMPLEMENTATIONS
 from .tlstm import TLSTM, TLSTM_IMPLEMENTATIONS
-
-
-# The fastest path measured on a CPU for each kind (results/evidence/REPORT.md); each is tested
-# against the slow oracle for outputs and gradients.
-DEFAULT_IMPLEMENTATION = {"tlstm": "fast", "slstm": "fused"}
 
 
 def resolve_io(vocab: int | None, input_size: int | None, output_size: int | None) -> tuple[int, int, bool]:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from ..checks import integer
 from ..errors import UserError
+from ..vocab import PAPER_NAMES, TIMING_SEQ_LEN
 from .budget import BINARY_MILLION, count_params, parse_budget, slstm_budget_channels, solve_channels
 from .build import check_depth, resolve_channels, resolve_io
-from .config import PAPER_NAMES, parse_config
+from .config import parse_config
 from .memory import MAX_DIM
 
 
 def model_card(config, depth: int, *, vocab: int | None = None, input_size: int | None = None,
                output_size: int | None = None, channels: int | None = None, budget=None,
-               seq_len: int = 100) -> dict:
+               seq_len: int = TIMING_SEQ_LEN) -> dict:
     """Everything ``info`` shows, without building the model (counts come from the formula)."""
     arch = parse_config(config)
     check_depth(arch, depth)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import UserError
+from ..vocab import CONFIG_NAMES
 
 NORMS = ("none", "ln", "cn")
 # The memory-cell convolution window (SPEC section 3 step 5): "aligned" reads offsets
@@ -112,17 +113,7 @@ PRESETS: dict[str, ArchConfig] = {
     "3d-ln": ArchConfig(dims=3, kernel=3, memory_conv=True, norm="ln", name="3d-ln"),
     "3d-cn": ArchConfig(dims=3, kernel=3, memory_conv=True, norm="cn", name="3d-cn"),
 }
-CONFIG_NAMES = tuple(PRESETS)
-
-PAPER_NAMES = {
-    "slstm": "sLSTM",
-    "2d": "2D tLSTM",
-    "2d-m": "2D tLSTM-M",
-    "2d-f": "2D tLSTM-F",
-    "3d": "3D tLSTM",
-    "3d-ln": "3D tLSTM+LN",
-    "3d-cn": "3D tLSTM+CN",
-}
+assert tuple(PRESETS) == CONFIG_NAMES  # the knobs of each name in tlstm_bench.vocab, in its order
 
 _KNOBS = {"dims", "kernel", "memory_conv", "norm", "window"}
 _TRUE = {"1", "true", "yes", "on"}

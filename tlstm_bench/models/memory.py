@@ -30,10 +30,10 @@ from pathlib import Path
 
 from ..checks import MAX_DIM
 from ..errors import UserError
+from ..vocab import DEFAULT_DTYPE, DTYPE_BYTES
 from .config import ArchConfig
 
 MAX_ENTRIES = 2**30  # K^(D-1) kernel entries, P^(D-1) locations
-DTYPE_BYTES = {"float32": 4, "float64": 8}  # the dtypes a run may use (timing, sweeps)
 
 
 def _power_at_most(base: int, exponent: int, limit: int) -> bool:
@@ -91,7 +91,7 @@ def human_bytes(n: float) -> str:
 
 
 def run_memory(arch: ArchConfig, depth: int, *, channels: int, input_size: int, output_size: int,
-               tokens: bool, params: int, batch: int, seq_len: int, dtype: str = "float32",
+               tokens: bool, params: int, batch: int, seq_len: int, dtype: str = DEFAULT_DTYPE,
                optimizer: bool = False, backward: bool = True) -> MemoryEstimate:
     """A lower estimate of the peak bytes of one pass (see the module docstring).
 
@@ -163,7 +163,7 @@ def check_fits(estimate: MemoryEstimate, device: str, what: str, advice: str) ->
 
 def model_memory(config, depth: int, *, channels: int | None = None, budget=None, vocab: int | None = None,
                  input_size: int | None = None, output_size: int | None = None, batch: int, seq_len: int,
-                 dtype: str = "float32", optimizer: bool = False, backward: bool = True) -> MemoryEstimate:
+                 dtype: str = DEFAULT_DTYPE, optimizer: bool = False, backward: bool = True) -> MemoryEstimate:
     """:func:`run_memory` of the model ``build_model`` would build from these arguments, without
     building it (the shape limits and the model's own arguments are checked first)."""
     from .budget import count_params

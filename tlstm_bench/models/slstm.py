@@ -36,8 +36,7 @@ class SLSTMState(NamedTuple):
 
 class SLSTM(RecurrentModel):
     def __init__(self, arch: ArchConfig, depth: int, *, channels: int, input_size: int,
-                 output_size: int, tokens: bool, forget_bias: float = 1.0,
-                 implementation: str = "fused"):
+                 output_size: int, tokens: bool, implementation: str, forget_bias: float = 1.0):
         super().__init__(arch, depth, channels=channels, input_size=input_size,
                          output_size=output_size, tokens=tokens, forget_bias=forget_bias)
         m = channels

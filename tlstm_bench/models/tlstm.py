@@ -134,8 +134,7 @@ class TLSTM(RecurrentModel):
     """
 
     def __init__(self, arch: ArchConfig, depth: int, *, channels: int, input_size: int,
-                 output_size: int, tokens: bool, forget_bias: float = 1.0,
-                 implementation: str = "eager"):
+                 output_size: int, tokens: bool, implementation: str, forget_bias: float = 1.0):
         super().__init__(arch, depth, channels=channels, input_size=input_size,
                          output_size=output_size, tokens=tokens, forget_bias=forget_bias)
         m, kd = channels, arch.kernel_entries
@@ -241,5 +240,3 @@ def run_triton(model: TLSTM, z: torch.Tensor, state: TLSTMState):
 # (models.oracle) registers "reference"; faster paths register themselves here, and
 # models/__init__ registers the lazy "triton" runner last.
 TLSTM_IMPLEMENTATIONS: dict[str, Callable] = {"eager": run_eager}
-# Those that only run on a CUDA device ("time ... --implementation all" skips them elsewhere).
-CUDA_IMPLEMENTATIONS = frozenset({"cuda-graph", "triton"})

@@ -198,6 +198,11 @@ def _hidden(cs_ptr, acts_ptr, gain_ptr, bias_ptr, c_base, a_base, loc, chan, msk
 
 # ---- the forward step ----------------------------------------------------------------
 
+# Long on purpose (as _backward_step below): one kernel launch per step, whose phases (finish
+# h_{s-1}, gather the windows, the gate matmul, the cell update, the norm's partial statistics)
+# share the tile's offsets, masks and loaded blocks in registers. @triton.jit helpers would have
+# to take a dozen of those each; the self-contained pieces (activations, the cell update, the
+# norm's backward) are helpers already. tests/test_equivalence.py checks both against the oracle.
 @triton.jit(do_not_specialize=["s"])
 def _forward_step(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                   w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr,
@@ -378,6 +383,7 @@ def _next_dcf(dcs_ptr, acts_ptr, cs_ptr, mean_ptr, rstd_ptr, pa_ptr, pb_ptr, row
     return dc * f
 
 
+# Long on purpose: see the comment above _forward_step.
 @triton.jit(do_not_specialize=["s"])
 def _backward_step(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr, invc_ptr,
                    das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
@@ -669,95 +675,126 @@ class TritonSequence(torch.autograd.Function):
         geo = ctx.geo
         z_all, hs, cs, acts, mean, rstd = ctx.buffers
         w_h, gain, bias = ctx.saved_tensors
-        steps, b = acts.shape[0], acts.shape[1]
-        m, n, kd, gc, nj = geo.m, geo.n, geo.kd, geo.g, geo.nj
-        norm = _NORM_CODE[geo.norm]
-        seq_len, depth = geo.seq_len, geo.depth
-        d_out = d_out.contiguous() if d_out is not None else acts.new_zeros(b, seq_len, m)
+        b, m, n = acts.shape[1], geo.m, geo.n
+        d_out = d_out.contiguous() if d_out is not None else acts.new_zeros(b, geo.seq_len, m)
         d_ht = d_ht.contiguous() if d_ht is not None else acts.new_zeros(b, n, m)
         d_ct = d_ct.contiguous() if d_ct is not None else acts.new_zeros(b, n, m)
-        w2 = w_h.reshape(kd * m, gc).contiguous()
-        tiles = geo.tiles
-        kdp = tiles["KDP"]
-        dummy = acts.new_empty(1)
-        das = acts.new_empty(steps, b, n, gc)  # dL/dA_s (gate columns local until completed below)
-        dcs = acts.new_empty(steps, b, n, m)  # dc_s without the norm's deferred terms
-        e1 = acts.new_empty(steps, b, n, 4 * m) if norm else dummy
-        e2 = acts.new_empty(steps, b, n, 4 * m) if norm else dummy
-        dns = acts.new_empty(steps, b, n, m) if norm else dummy
-        pa = acts.new_empty(steps, b, n, nj) if norm else dummy
-        pb = acts.new_empty(steps, b, n, nj) if norm else dummy
-        dql = acts.new_empty(steps, b, n, nj, kdp) if geo.memory_conv else dummy
-        dq1 = acts.new_empty(steps, b, n, nj, kdp) if geo.memory_conv and norm else dummy
-        dq2 = acts.new_empty(steps, b, n, nj, kdp) if geo.memory_conv and norm else dummy
-        gain_t = gain.contiguous() if gain is not None else dummy
-        bias_t = bias.contiguous() if bias is not None else dummy
-        grid = (b, triton.cdiv(n, tiles["BN"]), nj)
-        for s in range(steps - 1, -1, -1):
-            _backward_step[grid](cs, acts, mean, rstd, w2, gain_t, bias_t, geo.cell_index, geo.inv_hidden,
-                                 geo.inv_cell, das, e1, e2, dcs, dns, pa, pb, dql, dq1, dq2, d_out, d_ht, d_ct,
-                                 s, seq_len, depth - 1, n, m, gc, kd, nj, geo.inv_cell.shape[1],
-                                 NORM=norm, MEMCONV=geo.memory_conv, HAS_NEXT=(s < steps - 1), BN=tiles["BN"],
-                                 BM=tiles["BM"], BG=tiles["BG"], KDP=kdp, NJP=tiles["NJP"])
-        # Complete every dA_s with the deferred terms (the kernels did it on the fly for
-        # their neighbours; here it is done once for the per-sequence products).
-        if norm:
-            alpha, beta = pa.sum(-1), pb.sum(-1)  # (S, B, N)
-            if geo.norm == "ln":
-                alpha, beta = alpha.sum(-1, keepdim=True) / (n * m), beta.sum(-1, keepdim=True) / (n * m)
-            else:
-                alpha, beta = alpha / m, beta / m
-            das[..., :4 * m] -= alpha.unsqueeze(-1) * e1 + beta.unsqueeze(-1) * e2
-        if geo.memory_conv:
-            dq = dql.sum(3)[..., :kd]
-            if norm:
-                dq -= alpha.unsqueeze(-1) * dq1.sum(3)[..., :kd] + beta.unsqueeze(-1) * dq2.sum(3)[..., :kd]
-            q = acts[..., 4 * m:]
-            das[..., 4 * m:] = q * (dq - (q * dq).sum(-1, keepdim=True))  # softmax backward (eq. 12)
+        w2 = w_h.reshape(geo.kd * m, geo.g).contiguous()
+        g = _backward_steps(geo, ctx.buffers, w2, gain, bias, d_out, d_ht, d_ct)
+        alpha, beta = _complete_gate_grads(geo, acts, g)
         needs = ctx.needs_input_grad
         # dz_s: W^h dA_s through the window entries that read z (INPUT_SLOT).
         dz = None
         if needs[1]:
             pairs = geo.input_entries
-            dz = torch.einsum("sbpg,pmg->bsm", das[:, :, pairs[:, 0]], w_h[pairs[:, 1]])
-        d_h0 = d_c0 = None
-        if needs[2]:
-            dwin = (das[0].reshape(b * n, gc) @ w2.t()).view(b, n * kd, m)
-            d_h0 = acts.new_zeros(b, HIDDEN_OFFSET + n, m).index_add_(
-                1, geo.hidden_index.reshape(-1).long(), dwin)[:, HIDDEN_OFFSET:]
-        if needs[3]:
-            dc0 = dcs[0]
-            if norm:
-                xhat0 = (cs[1] - mean[0].unsqueeze(-1)) * rstd[0].unsqueeze(-1)
-                dc0 = dc0 - rstd[0].unsqueeze(-1) * (alpha[0].unsqueeze(-1) + beta[0].unsqueeze(-1) * xhat0)
-            dcf0 = dc0 * acts[0, :, :, 2 * m:3 * m]
-            if geo.memory_conv:
-                contrib = (acts[0, :, :, 4 * m:].unsqueeze(-1) * dcf0.unsqueeze(2)).reshape(b, n * kd, m)
-                d_c0 = acts.new_zeros(b, n, m).index_add_(1, geo.cell_index.reshape(-1).long(), contrib)
-            else:
-                d_c0 = dcf0
-        d_wh = d_bh = d_gain = d_bias = None
-        if needs[4]:
-            # The deferred weight gradient: sum over steps of window_s^T dA_s, chunked so the
-            # gathered windows stay under ~64 MB (as in ``fast``).
-            hidx = geo.hidden_index.reshape(-1).long()
-            d_wh = w2.new_zeros(kd * m, gc)
-            per_step = b * n * kd * m * acts.element_size()
-            chunk = max(1, (64 << 20) // max(per_step, 1))
-            for s0 in range(0, steps, chunk):
-                s1 = min(steps, s0 + chunk)
-                src = torch.cat([acts.new_zeros(s1 - s0, b, 1, m), z_all[:, s0:s1].transpose(0, 1).unsqueeze(2),
-                                 hs[s0:s1]], dim=2)  # [0, z_s, h_{s-1}]
-                windows = src.index_select(2, hidx).view(-1, kd * m)
-                d_wh.addmm_(windows.t(), das[s0:s1].view(-1, gc))
-            d_wh = d_wh.view(kd, m, gc)
-        if needs[5]:
-            d_bh = das.view(-1, gc).sum(0)
-        if norm and (needs[6] or needs[7]):
+            dz = torch.einsum("sbpg,pmg->bsm", g["das"][:, :, pairs[:, 0]], w_h[pairs[:, 1]])
+        d_h0 = _initial_hidden_grad(geo, g["das"], w2) if needs[2] else None
+        d_c0 = _initial_cell_grad(geo, cs, acts, mean, rstd, g["dcs"], alpha, beta) if needs[3] else None
+        d_wh = _weight_grad(geo, z_all, hs, acts, w2, g["das"]) if needs[4] else None
+        d_bh = g["das"].view(-1, geo.g).sum(0) if needs[5] else None
+        d_gain = d_bias = None
+        if geo.norm != "none" and (needs[6] or needs[7]):
             xhat = (cs[1:] - mean.unsqueeze(-1)) * rstd.unsqueeze(-1)
-            d_gain = (dns * xhat).sum((0, 1))
-            d_bias = dns.sum((0, 1))
+            d_gain = (g["dns"] * xhat).sum((0, 1))
+            d_bias = g["dns"].sum((0, 1))
         return None, dz, d_h0, d_c0, d_wh, d_bh, d_gain, d_bias
+
+
+def _backward_steps(geo: _Geometry, buffers: tuple, w2, gain, bias, d_out, d_ht, d_ct) -> dict:
+    """Launch the backward kernel for s = S-1 .. 0; its buffers by name (see ``_backward_step``)."""
+    z_all, hs, cs, acts, mean, rstd = buffers
+    steps, b = acts.shape[0], acts.shape[1]
+    m, n, kd, gc, nj = geo.m, geo.n, geo.kd, geo.g, geo.nj
+    norm = _NORM_CODE[geo.norm]
+    tiles = geo.tiles
+    kdp = tiles["KDP"]
+    dummy = acts.new_empty(1)
+    g = {
+        "das": acts.new_empty(steps, b, n, gc),  # dL/dA_s (gate columns local until completed)
+        "dcs": acts.new_empty(steps, b, n, m),  # dc_s without the norm's deferred terms
+        "e1": acts.new_empty(steps, b, n, 4 * m) if norm else dummy,
+        "e2": acts.new_empty(steps, b, n, 4 * m) if norm else dummy,
+        "dns": acts.new_empty(steps, b, n, m) if norm else dummy,
+        "pa": acts.new_empty(steps, b, n, nj) if norm else dummy,
+        "pb": acts.new_empty(steps, b, n, nj) if norm else dummy,
+        "dql": acts.new_empty(steps, b, n, nj, kdp) if geo.memory_conv else dummy,
+        "dq1": acts.new_empty(steps, b, n, nj, kdp) if geo.memory_conv and norm else dummy,
+        "dq2": acts.new_empty(steps, b, n, nj, kdp) if geo.memory_conv and norm else dummy,
+    }
+    gain_t = gain.contiguous() if gain is not None else dummy
+    bias_t = bias.contiguous() if bias is not None else dummy
+    grid = (b, triton.cdiv(n, tiles["BN"]), nj)
+    for s in range(steps - 1, -1, -1):
+        _backward_step[grid](cs, acts, mean, rstd, w2, gain_t, bias_t, geo.cell_index, geo.inv_hidden,
+                             geo.inv_cell, g["das"], g["e1"], g["e2"], g["dcs"], g["dns"], g["pa"], g["pb"],
+                             g["dql"], g["dq1"], g["dq2"], d_out, d_ht, d_ct,
+                             s, geo.seq_len, geo.depth - 1, n, m, gc, kd, nj, geo.inv_cell.shape[1],
+                             NORM=norm, MEMCONV=geo.memory_conv, HAS_NEXT=(s < steps - 1), BN=tiles["BN"],
+                             BM=tiles["BM"], BG=tiles["BG"], KDP=kdp, NJP=tiles["NJP"])
+    return g
+
+
+def _complete_gate_grads(geo: _Geometry, acts, g: dict):
+    """Complete every dA_s with the deferred terms (the kernels did it on the fly for their
+    neighbours; here it is done once for the per-sequence products). The norm's (alpha, beta),
+    or (None, None) without a norm."""
+    m, n, kd = geo.m, geo.n, geo.kd
+    das = g["das"]
+    alpha = beta = None
+    if geo.norm != "none":
+        alpha, beta = g["pa"].sum(-1), g["pb"].sum(-1)  # (S, B, N)
+        if geo.norm == "ln":
+            alpha, beta = alpha.sum(-1, keepdim=True) / (n * m), beta.sum(-1, keepdim=True) / (n * m)
+        else:
+            alpha, beta = alpha / m, beta / m
+        das[..., :4 * m] -= alpha.unsqueeze(-1) * g["e1"] + beta.unsqueeze(-1) * g["e2"]
+    if geo.memory_conv:
+        dq = g["dql"].sum(3)[..., :kd]
+        if alpha is not None:
+            dq -= alpha.unsqueeze(-1) * g["dq1"].sum(3)[..., :kd] + beta.unsqueeze(-1) * g["dq2"].sum(3)[..., :kd]
+        q = acts[..., 4 * m:]
+        das[..., 4 * m:] = q * (dq - (q * dq).sum(-1, keepdim=True))  # softmax backward (eq. 12)
+    return alpha, beta
+
+
+def _initial_hidden_grad(geo: _Geometry, das, w2):
+    """dL/dh_0: the first step's dA through the window entries that read h_0."""
+    b, n, kd, m, gc = das.shape[1], geo.n, geo.kd, geo.m, geo.g
+    dwin = (das[0].reshape(b * n, gc) @ w2.t()).view(b, n * kd, m)
+    return das.new_zeros(b, HIDDEN_OFFSET + n, m).index_add_(
+        1, geo.hidden_index.reshape(-1).long(), dwin)[:, HIDDEN_OFFSET:]
+
+
+def _initial_cell_grad(geo: _Geometry, cs, acts, mean, rstd, dcs, alpha, beta):
+    """dL/dc_0: through the first step's forget gate (and its memory-cell convolution)."""
+    b, n, kd, m = acts.shape[1], geo.n, geo.kd, geo.m
+    dc0 = dcs[0]
+    if alpha is not None:
+        xhat0 = (cs[1] - mean[0].unsqueeze(-1)) * rstd[0].unsqueeze(-1)
+        dc0 = dc0 - rstd[0].unsqueeze(-1) * (alpha[0].unsqueeze(-1) + beta[0].unsqueeze(-1) * xhat0)
+    dcf0 = dc0 * acts[0, :, :, 2 * m:3 * m]
+    if not geo.memory_conv:
+        return dcf0
+    contrib = (acts[0, :, :, 4 * m:].unsqueeze(-1) * dcf0.unsqueeze(2)).reshape(b, n * kd, m)
+    return acts.new_zeros(b, n, m).index_add_(1, geo.cell_index.reshape(-1).long(), contrib)
+
+
+def _weight_grad(geo: _Geometry, z_all, hs, acts, w2, das):
+    """The deferred weight gradient: sum over steps of window_s^T dA_s, chunked so the gathered
+    windows stay under ~64 MB (as in ``fast``)."""
+    steps, b = acts.shape[0], acts.shape[1]
+    kd, m, gc, n = geo.kd, geo.m, geo.g, geo.n
+    hidx = geo.hidden_index.reshape(-1).long()
+    d_wh = w2.new_zeros(kd * m, gc)
+    per_step = b * n * kd * m * acts.element_size()
+    chunk = max(1, (64 << 20) // max(per_step, 1))
+    for s0 in range(0, steps, chunk):
+        s1 = min(steps, s0 + chunk)
+        src = torch.cat([acts.new_zeros(s1 - s0, b, 1, m), z_all[:, s0:s1].transpose(0, 1).unsqueeze(2),
+                         hs[s0:s1]], dim=2)  # [0, z_s, h_{s-1}]
+        windows = src.index_select(2, hidx).view(-1, kd * m)
+        d_wh.addmm_(windows.t(), das[s0:s1].view(-1, gc))
+    return d_wh.view(kd, m, gc)
 
 
 _DTYPES = (torch.float32, torch.float64)

@@ -42,7 +42,6 @@ IMPLEMENTATION_STYLES = ("-", "--", ":", "-.")
 
 TASK_TITLES = {
     "runtime": "Runtime",
-    "wiki": "Wikipedia (enwik8)",
     "enwik8": "Wikipedia (enwik8)",
     "addition": "Addition",
     "memorization": "Memorization",
@@ -108,24 +107,10 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
     result = TaskFigure(sweep, task)
     train = rows[rows["kind"] == "train"]
     runtime = rows[rows["kind"] == "runtime"]
-    panels = []
-    if len(train):
-        panels.append(("metric", train))
-        if _is_accuracy(train):
-            panels.append(("samples", train))
-    if len(runtime):
-        panels.append(("runtime", runtime))
+    panels = _panels(train, runtime)
     if not panels:  # records of an unknown kind: nothing to draw
         return result
-
-    expected = expected or {}
-    statuses = {kind: cell_status(part, kind, expected.get(kind))
-                for kind, part in (("train", train), ("runtime", runtime)) if len(part)}
-    for kind, status in statuses.items():
-        result.missing += [f"{kind} {c} L={d}" for c, d in status.missing]
-        result.failed += [f"{kind} {c} L={d}: {status.errors[c, d]}" for c, d in status.failed]
-    if len(train) and _is_accuracy(train):
-        result.unsolved = unsolved_cells(train)
+    statuses = _cell_statuses(result, train, runtime, expected or {})
     lines = _Lines(causal_cells(rows[rows["status"] == "ok"]))
     _list_causality(result, train, runtime)
 
@@ -136,46 +121,88 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
     grid = fig.add_gridspec(2 if note else 1, len(panels),
                             height_ratios=[4.3, 0.2 * note_lines] if note else [1])
     for i, (panel, part) in enumerate(panels):
-        ax = fig.add_subplot(grid[0, i])
-        status = statuses["train" if panel != "runtime" else "runtime"]
-        if panel == "runtime":
-            _runtime_panel(ax, part, lines)
-        elif panel == "samples":
-            _samples_panel(ax, part, lines, result.unsolved)
-        else:
-            _metric_panel(ax, part, lines)
-        depths = sorted(set(status.depths))
-        ax.set_xlabel("depth L")
-        ax.xaxis.set_major_locator(FixedLocator(depths))
-        if depths:
-            pad = max(0.3, 0.06 * (depths[-1] - depths[0]))
-            ax.set_xlim(depths[0] - pad, depths[-1] + pad)
-        ax.grid(True, alpha=0.3)
+        _draw_panel(fig.add_subplot(grid[0, i]), panel, part, lines, statuses, result)
+    _legend(fig, lines, result)
+    fig.suptitle(f"{TASK_TITLES.get(task, task)}: {_panel_names(panels, train)} vs depth (sweep '{sweep}')\n"
+                 f"{_devices(train, runtime)}", fontsize="medium")
+    if note:
+        note_ax = fig.add_subplot(grid[1, :])
+        note_ax.axis("off")
+        note_ax.text(0, 1, note, va="top", ha="left", color="firebrick", fontsize="small",
+                     transform=note_ax.transAxes)
+    result.paths = _save(fig, out, figure_name(sweep, task))
+    return result
+
+
+def _panels(train: pd.DataFrame, runtime: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(panel, rows) side by side: the metric, samples to solve (accuracy tasks), the runtime."""
+    panels = []
+    if len(train):
+        panels.append(("metric", train))
+        if _is_accuracy(train):
+            panels.append(("samples", train))
+    if len(runtime):
+        panels.append(("runtime", runtime))
+    return panels
+
+
+def _cell_statuses(result: TaskFigure, train: pd.DataFrame, runtime: pd.DataFrame, expected: dict) -> dict:
+    """{kind: CellStatus}; the missing, failed and unsolved cells are listed in ``result``."""
+    statuses = {kind: cell_status(part, kind, expected.get(kind))
+                for kind, part in (("train", train), ("runtime", runtime)) if len(part)}
+    for kind, status in statuses.items():
+        result.missing += [f"{kind} {c} L={d}" for c, d in status.missing]
+        result.failed += [f"{kind} {c} L={d}: {status.errors[c, d]}" for c, d in status.failed]
+    if len(train) and _is_accuracy(train):
+        result.unsolved = unsolved_cells(train)
+    return statuses
+
+
+def _draw_panel(ax, panel: str, part: pd.DataFrame, lines: "_Lines", statuses: dict, result: TaskFigure) -> None:
+    if panel == "runtime":
+        _runtime_panel(ax, part, lines)
+    elif panel == "samples":
+        _samples_panel(ax, part, lines, result.unsolved)
+    else:
+        _metric_panel(ax, part, lines)
+    depths = sorted(set(statuses["train" if panel != "runtime" else "runtime"].depths))
+    ax.set_xlabel("depth L")
+    ax.xaxis.set_major_locator(FixedLocator(depths))
+    if depths:
+        pad = max(0.3, 0.06 * (depths[-1] - depths[0]))
+        ax.set_xlim(depths[0] - pad, depths[-1] + pad)
+    ax.grid(True, alpha=0.3)
+
+
+def _legend(fig: Figure, lines: "_Lines", result: TaskFigure) -> None:
+    """One legend for every panel, in the paper's order of configurations."""
     handles = lines.handles
     result.lines = sorted(handles, key=lambda label: config_order(label.split(" ")[0].rstrip(NOT_CAUSAL + UNKNOWN_CAUSAL))
                           + (label,))
     if handles:
         fig.legend([handles[k] for k in result.lines], result.lines, loc="outside right upper", fontsize="small",
                    title="configuration")
+
+
+def _panel_names(panels: list, train: pd.DataFrame) -> str:
     names = {"metric": _metric_label(train) if len(train) else "", "samples": "samples to solve", "runtime": "runtime"}
     shown = [names[panel] for panel, _ in panels]
-    what = ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
-    devices = {kind: device_line(part) for kind, part in (("training", train), ("runtime", runtime)) if len(part)}
-    device = (next(iter(devices.values())) if len(set(devices.values())) == 1
-              else "; ".join(f"{kind}: {line}" for kind, line in devices.items()))
-    fig.suptitle(f"{TASK_TITLES.get(task, task)}: {what} vs depth (sweep '{sweep}')\n{device}", fontsize="medium")
-    if note:
-        note_ax = fig.add_subplot(grid[1, :])
-        note_ax.axis("off")
-        note_ax.text(0, 1, note, va="top", ha="left", color="firebrick", fontsize="small",
-                     transform=note_ax.transAxes)
+    return ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
 
+
+def _devices(train: pd.DataFrame, runtime: pd.DataFrame) -> str:
+    devices = {kind: device_line(part) for kind, part in (("training", train), ("runtime", runtime)) if len(part)}
+    return (next(iter(devices.values())) if len(set(devices.values())) == 1
+            else "; ".join(f"{kind}: {line}" for kind, line in devices.items()))
+
+
+def _save(fig: Figure, out: Path, name: str) -> list[Path]:
+    """The figure as PNG and PDF, without dates in them (the same records give the same files)."""
     out.mkdir(parents=True, exist_ok=True)
-    png, pdf = out / f"{figure_name(sweep, task)}.png", out / f"{figure_name(sweep, task)}.pdf"
+    png, pdf = out / f"{name}.png", out / f"{name}.pdf"
     fig.savefig(png, dpi=150, metadata={"Software": None})
     fig.savefig(pdf, metadata={"CreationDate": None, "Producer": None})
-    result.paths = [png, pdf]
-    return result
+    return [png, pdf]
 
 
 def _list_causality(result: TaskFigure, train: pd.DataFrame, runtime: pd.DataFrame) -> None:

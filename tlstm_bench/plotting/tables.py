@@ -15,18 +15,18 @@ import pandas as pd
 
 from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL, NOT_CAUSAL_NOTE, UNKNOWN_CAUSAL, UNKNOWN_CAUSAL_NOTE, config_mark
+from ..vocab import PAPER_NAMES
 from .figures import accuracy_scale, causal_cells, device_line
 from .paper import PAPER_SETTINGS, PAPER_TABLES
 
-# Task names as the task and sweep modules spell them (aliases tolerated).
-WIKI_TASKS = ("wiki", "enwik8", "wikipedia")
+# The tasks of each table (tlstm_bench.vocab.TASK_NAMES spells them; records carry those names).
+WIKI_TASKS = ("enwik8",)
 ADDITION_TASKS = ("addition",)
-MEMORIZATION_TASKS = ("memorization", "memorisation")
+MEMORIZATION_TASKS = ("memorization",)
 MNIST_TASKS = ("mnist",)
 PMNIST_TASKS = ("pmnist",)
-
-PAPER_NAMES = {"slstm": "sLSTM", "2d": "2D tLSTM", "2d-m": "2D tLSTM-M", "2d-f": "2D tLSTM-F",
-               "3d": "3D tLSTM", "3d-ln": "3D tLSTM+LN", "3d-cn": "3D tLSTM+CN"}
+# The shipped sweep of a task, where its name is not the task's (the notes say which to run).
+SWEEP_OF_TASK = {"enwik8": "wiki"}
 
 
 def write_tables(frame: pd.DataFrame, out: Path) -> Path:
@@ -162,14 +162,14 @@ def _section(spec: dict, header: list[str], rows: list[list[str]], train: pd.Dat
               if mark in marks]
     tasks = [t for group in task_groups for t in group]
     mine = train[train["task"].isin(tasks)]
+    names = [SWEEP_OF_TASK.get(group[0], group[0]) for group in task_groups]
     if mine.empty:
-        wanted = " / ".join(group[0] for group in task_groups)
-        lines.append(f"Ours: no records for {wanted} in the selected sweeps "
-                     f"(run `tlstm-bench sweep {task_groups[0][0]}`).")
+        lines.append(f"Ours: no records for {' / '.join(names)} in the selected sweeps "
+                     f"(run `tlstm-bench sweep {names[0]}`).")
     else:
         for (sweep, task), part in mine.groupby(["collection", "task"]):
             lines.append(f"Ours ({sweep}, {task}): {_settings(part)}; {device_line(part)}; git {_commits(part)}.")
-    settings = "; ".join(f"{group[0]}: {PAPER_SETTINGS[group[0]]}" for group in task_groups if group[0] in PAPER_SETTINGS)
+    settings = "; ".join(f"{name}: {PAPER_SETTINGS[name]}" for name in names if name in PAPER_SETTINGS)
     lines += ["", f"Paper rows: {spec['source']}. The paper's sweep settings: {settings}.", ""]
     return "\n".join(lines)
 

@@ -15,18 +15,18 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import UserError
+from ..vocab import CONFIG_NAMES
 from .schema import FIELDS, normalise
 from .store import collections as store_collections, load_records
 
-# SPEC section 6 order; knob strings and other names sort after these.
-CONFIG_ORDER = ("slstm", "2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn")
 NUMERIC = ("depth", "seed", "channels", "tensor_size", "params", "seq_len", "threads", "ms_per_step", "ms_q25",
            "ms_q75", "ms_iqr", "valid_metric", "test_metric", "sequence_accuracy", "samples_seen",
            "samples_to_solve", "wall_time_s")
 
 
 def config_order(config: str) -> tuple:
-    return (CONFIG_ORDER.index(config), "") if config in CONFIG_ORDER else (len(CONFIG_ORDER), str(config))
+    """Sort key: the seven presets in the paper's order (SPEC section 6), knob strings after them."""
+    return (CONFIG_NAMES.index(config), "") if config in CONFIG_NAMES else (len(CONFIG_NAMES), str(config))
 
 
 def read_frame(names: "str | list[str] | None" = None, *, root: "str | Path",

@@ -6,6 +6,9 @@ the caption. A non-causal configuration carries a marker and a footnote (its num
 not comparable), a record from before causality was recorded another, and failed
 records list their error under the table. ``columns`` picks any columns instead, and
 ``wide`` shows every column that has a value.
+
+The tables are plain data (:class:`TableView`: text cells, column headers and alignment); the
+CLI draws them (``tlstm-bench results``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import math
 from dataclasses import dataclass, field
 
 import pandas as pd
-from rich.table import Table
 
 from ..errors import UserError
 
@@ -59,10 +61,27 @@ def config_mark(causal) -> str:
 
 
 @dataclass
+class Column:
+    header: str
+    justify: str = "left"      # left | right
+    overflow: str = "ellipsis"  # ellipsis | fold: how a cell too wide for the screen is cut
+
+
+@dataclass
+class TableView:
+    """One table: a title, a caption, its columns and its rows of text."""
+
+    title: str
+    caption: str
+    columns: list[Column] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+
+
+@dataclass
 class View:
     """What ``results`` shows: tables, then footnotes (causality, failures)."""
 
-    tables: list[Table] = field(default_factory=list)
+    tables: list[TableView] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -143,13 +162,13 @@ def build_view(frame: pd.DataFrame, *, columns: "list[str] | None" = None, wide:
             shown = [c for c in default_columns(kind) if c in rows.columns]
         what = f"{kind} records" + (f", task {task}" if task not in (kind, "runtime") else "")
         title = f"{collection}: {what} ({len(rows)})"
-        table = Table(title=title, title_justify="left", caption=_caption(rows), caption_justify="left")
+        table = TableView(title=title, caption=_caption(rows))
         for column in shown:
             header = _metric_header(rows, column) if column in ("test_metric", "valid_metric") else \
                 HEADERS.get(column, column)
             numeric = pd.api.types.is_numeric_dtype(rows[column]) and column not in ("config", "status")
-            table.add_column(header, justify="right" if numeric else "left",
-                             overflow="fold" if column in ("config", "error") or wide else "ellipsis")
+            table.columns.append(Column(header, justify="right" if numeric else "left",
+                                        overflow="fold" if column in ("config", "error") or wide else "ellipsis"))
         for _, row in rows.iterrows():
             cells = []
             for column in shown:
@@ -159,7 +178,7 @@ def build_view(frame: pd.DataFrame, *, columns: "list[str] | None" = None, wide:
                     marks.add(mark)
                     text += mark
                 cells.append(text)
-            table.add_row(*cells)
+            table.rows.append(cells)
         view.tables.append(table)
         for _, row in rows[rows["status"] != "ok"].iterrows():
             view.notes.append(f"failed: {collection} {row['config']} L={format_value('depth', row['depth'], row)}: "

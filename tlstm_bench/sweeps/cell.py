@@ -51,13 +51,13 @@ def execute(spec: dict, *, checkpoint_dir: "Path | None" = None) -> dict:
                                seq_len=spec["seq_len"], device=spec["device"], implementation=implementation,
                                repeats=spec["repeats"], warmup=spec["warmup"], threads=spec.get("threads"),
                                dtype=spec["dtype"], seed=spec["seed"])
-    from ..training import train
+    from ..training import TrainSettings, train
 
-    options = {k: spec[k] for k in ("preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping")
-               if k in spec}
-    return train(spec["config"], task=spec["task"], depth=spec["depth"], **size, seed=spec["seed"],
-                 device=spec["device"], checkpoint_dir=checkpoint_dir, progress=False, **options,
-                 **spec.get("options", {}))
+    given = {k: spec[k] for k in ("preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping")
+             if k in spec}
+    return train(TrainSettings(spec["config"], spec["depth"], task=spec["task"], **size, seed=spec["seed"],
+                               device=spec["device"], checkpoint_dir=checkpoint_dir, **given,
+                               task_options=spec.get("options", {})))
 
 
 def _provenance(device: str) -> dict:
@@ -123,7 +123,7 @@ def resolve(fn: str):
     return getattr(importlib.import_module(module), name or "execute")
 
 
-def run(cell: Cell, root: Path, fn: str = DEFAULT_CELL_FN) -> dict:
+def call_cell(cell: Cell, root: Path, fn: str = DEFAULT_CELL_FN) -> dict:
     """Call the cell function here, in this process; return ``{"result": ...}`` or ``{"error": ...}``."""
     checkpoint_dir = Path(root) / cell.sweep / ".checkpoints" / cell.id
     try:
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     cell = cell_from_json(sys.stdin.read())
     try:
-        outcome = run(cell, Path(args.root), args.fn)
+        outcome = call_cell(cell, Path(args.root), args.fn)
     except KeyboardInterrupt:  # Ctrl-C: leave the cell undone, the runner will not record it
         return 130
     # The wall time goes with the result: a runner that collects it after this cell's sweep was

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ..errors import UserError
 from ..results.provenance import code_version
 from ..results.schema import stable_hash, versioned_id
+from ..vocab import TASK_IO_WITHOUT_DATA, TIMING_VOCAB
 from .spec import SweepSpec
 
 
@@ -58,17 +59,8 @@ def _implementation_ok(config: str, implementation: str) -> bool:
         return True
     from ..models import SLSTM_IMPLEMENTATIONS, TLSTM_IMPLEMENTATIONS, parse_config
 
-    try:  # the timing module may register more loops when imported
-        import tlstm_bench.timing  # noqa: F401
-    except ImportError:
-        pass
     family = SLSTM_IMPLEMENTATIONS if parse_config(config).kind == "slstm" else TLSTM_IMPLEMENTATIONS
     return implementation in family
-
-
-# What a task reads and writes when its data files are absent (only sizes are needed to time it).
-_IO_WITHOUT_DATA = {"enwik8": {"vocab": 205}, "mnist": {"input_size": 1, "output_size": 10},
-                    "pmnist": {"input_size": 1, "output_size": 10}}
 
 
 def runtime_io(spec: SweepSpec, section) -> dict:
@@ -77,7 +69,7 @@ def runtime_io(spec: SweepSpec, section) -> dict:
     if any(v is not None for v in given.values()):
         return given
     if spec.task == "runtime":
-        return {"vocab": 205, "input_size": None, "output_size": None}
+        return {"vocab": TIMING_VOCAB, "input_size": None, "output_size": None}
     from ..tasks import make_task
 
     options = {}
@@ -91,7 +83,7 @@ def runtime_io(spec: SweepSpec, section) -> dict:
     try:
         io = make_task(spec.task, **options).model_io()
     except UserError:
-        io = _IO_WITHOUT_DATA[spec.task]
+        io = TASK_IO_WITHOUT_DATA[spec.task]  # only the sizes are needed to time it
     return {"vocab": None, "input_size": None, "output_size": None, **io}
 
 

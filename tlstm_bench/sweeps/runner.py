@@ -1,4 +1,4 @@
-"""Plan and run a sweep: skip what is done, claim each cell, run it in its own process.
+"""Run a sweep's cells: skip what is done, claim each cell, run it in its own process.
 
 Rules (docs/sweeps.md, "Resuming and running twice", says the same):
 
@@ -19,11 +19,16 @@ Rules (docs/sweeps.md, "Resuming and running twice", says the same):
 * A cell process writes its result to a file before the runner turns it into the record. A
   result whose record was never written (the sweep was killed in between, or the write
   failed) is **collected** by the next run that claims the cell (:func:`harvest`), not rerun.
+
+Executors: :func:`run_local` (subprocesses here, ``jobs`` at once) and
+:func:`.slurm.run_slurm` (one SLURM job per cell); :func:`run_cells` runs either and waits
+for the cells other processes hold. Progress goes to a reporter (:mod:`tlstm_bench.events`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -39,6 +44,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import UserError
+from ..events import Event, Progress, Reporter, note, reporter, silent
 from ..results import store
 from . import lock as locks
 from .cell import DEFAULT_CELL_FN, cell_to_json, make_record
@@ -172,12 +178,13 @@ def _recorded(root: Path, cell: Cell, retry_failed: bool) -> Outcome | None:
     return None
 
 
-def run_one(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, retry_failed: bool = False,
-            stop: _Stop | None = None, env: dict | None = None) -> Outcome:
+def run_cell(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, retry_failed: bool = False,
+             stop: _Stop | None = None, extra_env: dict | None = None) -> Outcome:
     """Claim one cell, run it in a subprocess with its timeout, make sure it leaves a record.
 
     The same function runs inside a SLURM job (submitit pickles it), so the resume and
-    no-duplicate rules hold for cluster jobs too.
+    no-duplicate rules hold for cluster jobs too. ``extra_env``: variables set for the cell
+    process on top of this process's environment.
     """
     root = Path(root)
     try:
@@ -196,6 +203,7 @@ def run_one(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, r
                 return collected
             if stop is not None and stop.event.is_set():
                 return Outcome(cell, "interrupted")
+            env = {**os.environ, **extra_env} if extra_env else None
             return _run_claimed(cell, root, claim, cell_fn=cell_fn, stop=stop, env=env)
         finally:
             claim.release()
@@ -260,10 +268,10 @@ def _run_claimed(cell: Cell, root: Path, claim: locks.CellLock, *, cell_fn: str,
     with contextlib.suppress(OSError):
         if log.stat().st_size == 0:
             log.unlink()
-    return _store(cell, root, make_record(cell, result, error=error, wall_time_s=wall), wall)
+    return store_record(cell, root, make_record(cell, result, error=error, wall_time_s=wall), wall)
 
 
-def _store(cell: Cell, root: Path, record: dict, wall: float, note: str | None = None) -> Outcome:
+def store_record(cell: Cell, root: Path, record: dict, wall: float, note: str | None = None) -> Outcome:
     """Write the cell's record, then drop its result files; if the write fails, keep them (the
     next run collects them) and say where they are."""
     from .. import results
@@ -298,8 +306,8 @@ def harvest(root: Path, cell: Cell) -> Outcome | None:
             record = make_record(cell, result, error=error, wall_time_s=wall)
         except (OSError, ValueError, TypeError, AttributeError):
             continue  # not a result this code wrote: run the cell instead
-        return _store(cell, root, record, wall or 0.0,
-                      note=f"collected from {path.name}: the cell had finished, its record was not stored")
+        return store_record(cell, root, record, wall or 0.0,
+                            note=f"collected from {path.name}: the cell had finished, its record was not stored")
     return None
 
 
@@ -316,17 +324,20 @@ def _describe(outcome: Outcome) -> str:
     return "ok"
 
 
-_MARKS = {"ok": "[green]ok[/]", "elsewhere-ok": "[green]ok[/]", "failed": "[red]FAILED[/]",
-          "elsewhere-failed": "[red]FAILED[/]", "unsaved": "[red]NOT STORED[/]", "corrupt": "[red]CORRUPT[/]"}
+# The first word of a cell's line, and its tone.
+_MARKS = {"ok": ("ok", "ok"), "elsewhere-ok": ("ok", "ok"), "failed": ("FAILED", "error"),
+          "elsewhere-failed": ("FAILED", "error"), "unsaved": ("NOT STORED", "error"),
+          "corrupt": ("CORRUPT", "error")}
 
 
-def report_line(outcome: Outcome) -> str | None:
-    """The console line of a cell that ran (here or elsewhere) or could not be stored; None for the rest."""
+def outcome_note(outcome: Outcome) -> Event | None:
+    """The log line of a cell that ran (here or elsewhere) or could not be stored; None for the rest."""
     if outcome.state not in _MARKS:
         return None
+    mark, level = _MARKS[outcome.state]
     where = " (by another run)" if outcome.state.startswith("elsewhere") else f" ({outcome.wall_time_s:.1f} s)"
-    note = f" [{outcome.note}]" if outcome.note else ""
-    return f"{_MARKS[outcome.state]} {outcome.cell.label()}{where}: {_describe(outcome)}{note}"
+    extra = f" [{outcome.note}]" if outcome.note else ""
+    return Event("note", f"{mark} {outcome.cell.label()}{where}: {_describe(outcome)}{extra}", level=level)
 
 
 @contextlib.contextmanager
@@ -346,38 +357,31 @@ def _term_interrupts():
 
 
 def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DEFAULT_CELL_FN,
-              retry_failed: bool = False, console=None, env: dict | None = None,
+              retry_failed: bool = False, report: Reporter = silent, extra_env: dict | None = None,
               on_outcome: Callable[[Outcome], None] | None = None) -> tuple[list[Outcome], bool]:
     """Run cells with ``jobs`` at once on this machine; returns (outcomes, interrupted)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-        TimeRemainingColumn
-
     stop = _Stop()
     outcomes: list[Outcome] = []
     counts: Counter = Counter()
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[status]}"), TimeElapsedColumn(), TextColumn("ETA"),
-                        TimeRemainingColumn(), console=console, transient=False)
-    task = progress.add_task("cells", total=len(cells), status="")
     running = [0]
-
-    def status_text() -> str:
-        return (f"[green]done {counts['ok'] + counts['skipped-done']}[/] · [yellow]running {running[0]}[/] · "
-                f"[red]failed {counts['failed'] + counts['skipped-failed']}[/]"
-                + (f" · elsewhere {counts['taken']}" if counts["taken"] else ""))
 
     def work(cell: Cell) -> Outcome:
         running[0] += 1
-        progress.update(task, status=status_text())
         try:
-            return run_one(cell, root, cell_fn=cell_fn, retry_failed=retry_failed, stop=stop, env=env)
+            return run_cell(cell, root, cell_fn=cell_fn, retry_failed=retry_failed, stop=stop, extra_env=extra_env)
         finally:
             running[0] -= 1
 
-    interrupted = False
+    def advance() -> None:
+        status = (f"done {counts['ok'] + counts['skipped-done']} · running {running[0]} · "
+                  f"failed {counts['failed'] + counts['skipped-failed']}"
+                  + (f" · elsewhere {counts['taken']}" if counts["taken"] else ""))
+        report(Event("advance", status, done=len(outcomes), total=len(cells)))
+
+    report(Event("start", "cells", done=0, total=len(cells)))
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        with _term_interrupts(), progress:
+        with _term_interrupts():
             pending = {pool.submit(work, cell) for cell in cells}
             while pending:
                 done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -385,187 +389,23 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
                     outcome = future.result()
                     outcomes.append(outcome)
                     counts[outcome.state] += 1
-                    progress.advance(task)
-                    line = report_line(outcome)
-                    if line:
-                        progress.console.print(line, highlight=False)
+                    line = outcome_note(outcome)
+                    if line is not None:
+                        report(line)
                     if on_outcome:
                         on_outcome(outcome)
-                progress.update(task, status=status_text())
+                advance()
     except KeyboardInterrupt:
-        interrupted = True
         stop.kill_all()
         pool.shutdown(wait=True, cancel_futures=True)
+        return outcomes, True
     finally:
         pool.shutdown(wait=True)
-    return outcomes, interrupted
+        report(Event("end"))
+    return outcomes, False
 
 
-@dataclass
-class SlurmOptions:
-    partition: str | None = None
-    gpus_per_job: int = 0
-    time_limit_min: int = 60
-    array_parallelism: int = 32
-    cpus_per_job: int | None = None
-    cluster: str = "slurm"        # "slurm", or "local" (submitit's LocalExecutor: real subprocesses)
-    folder: Path | None = None
-
-
-# squeue states of a job SLURM no longer runs (a job squeue has forgotten has ended too).
-_ENDED = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-          "TIMEOUT")
-# A job that ended without leaving submitit its result file is dead only after this long: a
-# shared filesystem may show the file late (submitit itself waits 15 s for it).
-DEAD_JOB_GRACE_S = 15.0
-SQUEUE_EVERY_S = 10.0
-
-
-def _slurm_states(job_name: str) -> dict[str, str] | None:
-    """Job id (``123_4``) -> squeue state of the jobs named ``job_name``; None if squeue does not answer.
-
-    submitit learns that a job ended without a result (killed by its time limit, the OOM
-    killer, a node failure, scancel) only from ``sacct``, which needs an accounting database
-    that small clusters and CI lack: without this check the sweep would wait forever."""
-    try:
-        out = subprocess.run(["squeue", "--noheader", "--array", "--states=all", f"--name={job_name}",
-                              "--format=%i %T"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    return {words[0]: words[1] for words in map(str.split, out.stdout.splitlines()) if len(words) >= 2}
-
-
-def _job_failed(cell: Cell, root: Path, job_id: str | None, error: str) -> Outcome:
-    """The job died before its cell finished: record the cell as failed, unless the job wrote a
-    record or its cell left a result (then that is stored: SLURM says the job is gone)."""
-    try:
-        record = store.read_record(record_path(root, cell), missing_ok=True)
-    except UserError as exc:
-        return Outcome(cell, "corrupt", str(exc))
-    if record is not None:  # it died after writing the cell's record
-        ok = record.get("status") == "ok"
-        return Outcome(cell, "ok" if ok else "failed", None if ok else record.get("error", error), record=record)
-    collected = harvest(root, cell)
-    if collected is not None:
-        return collected
-    record = make_record(cell, error=error)
-    record["slurm_job_id"] = job_id
-    return _store(cell, root, record, 0.0)
-
-
-def _printer(console) -> Callable[[str], None]:
-    """Print a line with rich markup on ``console``, or as plain text without one."""
-    def out(text: str) -> None:
-        if console is not None:
-            console.print(text, highlight=False)
-        else:
-            from rich.text import Text
-
-            print(Text.from_markup(text).plain)
-    return out
-
-
-def run_submitit(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_fn: str = DEFAULT_CELL_FN,
-                 retry_failed: bool = False, console=None, poll_s: float = 2.0) -> tuple[list[Outcome], bool]:
-    """Submit every cell as one job of a SLURM array (submitit) and wait for them.
-
-    Each job runs :func:`run_one` on its node: it claims the cell, runs it in a subprocess
-    and writes its record into the same store, so resuming and concurrent sweeps behave as
-    with the local executor. The store must be on a filesystem the nodes share.
-    """
-
-    try:
-        import submitit
-    except ImportError:
-        raise UserError("the slurm executor needs submitit: pip install 'tlstm-bench[cluster]'") from None
-    if options.cluster == "slurm" and shutil.which("sbatch") is None:
-        raise UserError("--executor slurm needs a SLURM cluster (no sbatch on PATH); "
-                        "run on a login node, or use --executor local")
-    todo, outcomes = [], []
-    for cell in cells:
-        status = read_status(root, cell)
-        if status == "ok" or (status is not None and not retry_failed):
-            outcomes.append(Outcome(cell, "skipped-done" if status == "ok" else "skipped-failed"))
-        elif locks.holder(root, cell.sweep, cell.id):  # a job of an earlier submission still runs it
-            outcomes.append(Outcome(cell, "taken"))
-        else:
-            todo.append(cell)
-    if not todo:
-        return outcomes, False
-    folder = options.folder or Path(root) / cells[0].sweep / ".submitit"
-    job_name = f"tlstm-{cells[0].sweep}"
-    timeout_min = max(options.time_limit_min, int(max(c.timeout_s for c in todo) / 60) + 2)
-    if options.cluster == "local":
-        executor = submitit.LocalExecutor(folder=folder)
-        executor.update_parameters(timeout_min=timeout_min, gpus_per_node=options.gpus_per_job)
-    else:
-        executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
-        params = {"timeout_min": timeout_min, "nodes": 1, "tasks_per_node": 1,
-                  "slurm_array_parallelism": options.array_parallelism, "name": job_name}
-        if options.gpus_per_job:  # no --gpus-per-node at all on clusters without GPUs
-            params["gpus_per_node"] = options.gpus_per_job
-        if options.partition:
-            params["slurm_partition"] = options.partition
-        if options.cpus_per_job:
-            params["cpus_per_task"] = options.cpus_per_job
-        executor.update_parameters(**params)
-    root_abs = Path(root).resolve()
-    with executor.batch():
-        jobs = [executor.submit(run_one, cell, root_abs, cell_fn=cell_fn, retry_failed=retry_failed)
-                for cell in todo]
-    out = _printer(console)
-    out(f"submitted {len(jobs)} jobs ({options.cluster}); job ids {jobs[0].job_id} ... {jobs[-1].job_id}; "
-        f"logs in {folder}")
-    slurm_id = (lambda job: job.job_id) if options.cluster == "slurm" else (lambda job: None)
-    interrupted = False
-    ended: dict[str, tuple[float, str]] = {}   # job id -> when squeue first said it ended (no result yet), how
-    states, last_squeue = None, float("-inf")
-    try:
-        remaining = list(zip(todo, jobs))
-        while remaining:
-            if options.cluster == "slurm" and time.monotonic() - last_squeue >= SQUEUE_EVERY_S:
-                states, last_squeue = _slurm_states(job_name), time.monotonic()
-            for cell, job in list(remaining):
-                if job.done():
-                    try:
-                        outcome = job.result()
-                    except Exception as exc:  # noqa: BLE001 - the job died: the cell fails, the sweep goes on
-                        from .cell import one_line
-
-                        outcome = _job_failed(cell, root, slurm_id(job), f"job {job.job_id} failed: {one_line(exc)}")
-                else:
-                    state = None if states is None else states.get(job.job_id, "forgotten by squeue")
-                    if state is None or not (state in _ENDED or state.startswith("forgotten")):
-                        continue
-                    since, state = ended.setdefault(job.job_id, (time.monotonic(), state))
-                    if time.monotonic() - since < DEAD_JOB_GRACE_S:
-                        continue
-                    log = folder / f"{job.job_id}_0_log.err"
-                    if state in ("CANCELLED", "PREEMPTED"):  # as when a running cell is interrupted: left undone
-                        outcome = Outcome(cell, "interrupted", f"job {job.job_id} was {state.lower()}")
-                    else:
-                        outcome = _job_failed(cell, root, slurm_id(job), f"job {job.job_id} ended ({state}) before "
-                                              f"its cell finished: time limit, memory or node failure? see {log}")
-                remaining.remove((cell, job))
-                outcomes.append(outcome)
-                line = report_line(outcome)
-                if line:
-                    out(line)
-                elif outcome.state == "interrupted":
-                    out(f"INTERRUPTED {cell.label()}: job {job.job_id} stopped before the cell finished (scancel?); "
-                        f"the cell has no record: rerun the same command to submit it again")
-            if remaining:
-                time.sleep(poll_s)
-    except KeyboardInterrupt:
-        interrupted = True
-        out("interrupted: the submitted jobs keep running and write their records; "
-            "rerun the same command later to collect them (or scancel them)")
-    return outcomes, interrupted
-
-
-def wait_elsewhere(cells: list[Cell], root: Path, *, console=None,
+def wait_elsewhere(cells: list[Cell], root: Path, *, report: Reporter = silent,
                    poll_s: float = WAIT_POLL_S) -> tuple[list[Outcome], list[Cell], list[Cell]]:
     """Wait while live processes elsewhere (another sweep, a SLURM job) hold ``cells``.
 
@@ -574,36 +414,39 @@ def wait_elsewhere(cells: list[Cell], root: Path, *, console=None,
     """
     finished: list[Outcome] = []
     waiting, told = list(cells), False
-    status = console.status("") if console is not None else contextlib.nullcontext()
-    with status:
-        while True:
-            free, held = [], []
-            for cell in waiting:
-                try:
-                    record = store.read_record(record_path(root, cell), missing_ok=True)
-                except UserError as exc:
-                    finished.append(Outcome(cell, "corrupt", str(exc)))
-                    continue
-                if record is not None:
-                    ok = record.get("status") == "ok"
-                    finished.append(Outcome(cell, "elsewhere-ok" if ok else "elsewhere-failed", record.get("error"),
-                                            record=record))
-                    if console is not None:
-                        console.print(report_line(finished[-1]), highlight=False)
-                elif locks.holder(root, cell.sweep, cell.id) is None:
-                    free.append(cell)
-                else:
-                    held.append(cell)
-            if free or not held:
-                return finished, free, held
-            if console is not None:
-                text = f"waiting for {_holders(root, held)} (Ctrl-C stops this sweep, not that one)"
-                if not told:  # once in the log too, not only on the status line
-                    console.print(text, highlight=False)
-                    told = True
-                status.update(text)
-            waiting = held
-            time.sleep(poll_s)
+    while True:
+        free, held = [], []
+        for cell in waiting:
+            outcome = _finished_elsewhere(root, cell)
+            if outcome is not None:
+                finished.append(outcome)
+                if outcome.state != "corrupt":
+                    report(outcome_note(outcome))
+            elif locks.holder(root, cell.sweep, cell.id) is None:
+                free.append(cell)
+            else:
+                held.append(cell)
+        if free or not held:
+            return finished, free, held
+        text = f"waiting for {_holders(root, held)} (Ctrl-C stops this sweep, not that one)"
+        if not told:  # once in the log too, not only on the status line
+            note(report, text)
+            told = True
+        report(Event("status", text))
+        waiting = held
+        time.sleep(poll_s)
+
+
+def _finished_elsewhere(root: Path, cell: Cell) -> Outcome | None:
+    """The outcome of a waited-for cell whose record has appeared (or is corrupt); None if it has none."""
+    try:
+        record = store.read_record(record_path(root, cell), missing_ok=True)
+    except UserError as exc:
+        return Outcome(cell, "corrupt", str(exc))
+    if record is None:
+        return None
+    ok = record.get("status") == "ok"
+    return Outcome(cell, "elsewhere-ok" if ok else "elsewhere-failed", record.get("error"), record=record)
 
 
 def _holders(root: Path, cells: list[Cell]) -> str:
@@ -617,29 +460,26 @@ def _holders(root: Path, cells: list[Cell]) -> str:
 
 
 def run_cells(cells: list[Cell], root: "str | Path", *, jobs: int = 1, executor: str = "local",
-              cell_fn: str = DEFAULT_CELL_FN, retry_failed: bool = False, slurm: SlurmOptions | None = None,
-              console=None, env: dict | None = None) -> Summary:
-    """Run the cells (already selected), wait for those that others run, and summarise."""
+              cell_fn: str = DEFAULT_CELL_FN, retry_failed: bool = False, slurm=None, progress: Progress = None,
+              extra_env: dict | None = None) -> Summary:
+    """Run the cells (already selected), wait for those that others run, and summarise.
+
+    ``slurm``: the :class:`~.slurm.SlurmOptions` of the slurm executor. ``progress``: a
+    reporter of :mod:`tlstm_bench.events` (silent by default). ``extra_env``: variables set
+    for every cell process (``TLSTM_BENCH_DATA``).
+    """
     root = Path(root)
     start = time.monotonic()
-    sweep = cells[0].sweep if cells else ""
-    if executor == "local":
-        def execute(todo):
-            return run_local(todo, root, jobs=jobs, cell_fn=cell_fn, retry_failed=retry_failed, console=console,
-                             env=env)
-    elif executor == "slurm":
-        def execute(todo):
-            return run_submitit(todo, root, slurm or SlurmOptions(), cell_fn=cell_fn, retry_failed=retry_failed,
-                                console=console)
-    else:
-        raise UserError(f"unknown executor {executor!r}; use local or slurm")
+    report = reporter(progress)
+    execute = _executor(executor, root, jobs=jobs, cell_fn=cell_fn, retry_failed=retry_failed, slurm=slurm,
+                        report=report, extra_env=extra_env)
     with _term_interrupts():
         outcomes, interrupted = execute(cells)
         while not interrupted and any(o.state == "taken" for o in outcomes):
             taken = [o.cell for o in outcomes if o.state == "taken"]
             outcomes = [o for o in outcomes if o.state != "taken"]
             try:
-                finished, free, held = wait_elsewhere(taken, root, console=console)
+                finished, free, held = wait_elsewhere(taken, root, report=report)
             except KeyboardInterrupt:
                 outcomes += [Outcome(c, "taken") for c in taken]
                 interrupted = True
@@ -650,4 +490,17 @@ def run_cells(cells: list[Cell], root: "str | Path", *, jobs: int = 1, executor:
                 outcomes += more
     # A cell interrupted from outside (its process or job killed) has no record: the sweep is not done.
     interrupted = interrupted or any(o.state == "interrupted" for o in outcomes)
-    return Summary(sweep, len(cells), outcomes, time.monotonic() - start, interrupted)
+    return Summary(cells[0].sweep if cells else "", len(cells), outcomes, time.monotonic() - start, interrupted)
+
+
+def _executor(executor: str, root: Path, *, jobs, cell_fn, retry_failed, slurm, report, extra_env):
+    """A function running a list of cells with ``executor``: (outcomes, interrupted)."""
+    if executor == "local":
+        return functools.partial(run_local, root=root, jobs=jobs, cell_fn=cell_fn, retry_failed=retry_failed,
+                                 report=report, extra_env=extra_env)
+    if executor == "slurm":
+        from .slurm import SlurmOptions, run_slurm
+
+        return functools.partial(run_slurm, root=root, options=slurm or SlurmOptions(), cell_fn=cell_fn,
+                                 retry_failed=retry_failed, report=report, extra_env=extra_env)
+    raise UserError(f"unknown executor {executor!r}; use local or slurm")

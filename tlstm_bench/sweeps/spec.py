@@ -31,7 +31,10 @@ override ``configs``, ``depths``, ``seeds``, ``budget``/``channels`` and ``timeo
     seeds = [0]
 
 Every unknown key and bad value is a :class:`UserError` naming the file, the key and what
-is allowed.
+is allowed. This is the one reader of spec files: the runner reads them with every value checked
+(configurations, sizes, presets and task options, which imports the model and task code), and
+``plot`` reads the grid a sweep expects with ``check_values=False``: the same keys, types and
+defaults, without importing torch.
 """
 
 from __future__ import annotations
@@ -45,8 +48,11 @@ from pathlib import Path
 from .. import checks
 from ..checks import MAX_DIM, MAX_SEED
 from ..errors import UserError
+from ..vocab import (DEFAULT_DTYPE, DTYPES, MAX_REPEATS, TASK_NAMES, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_WARMUP,
+                     missing_gpu, parse_device)
 
 SHIPPED = "specs"  # the package's own specs: tlstm_bench/sweeps/specs/<name>.toml (package data)
+DEFAULT_TIMEOUT_S = 3600.0  # per cell
 
 _GRID_KEYS = ("configs", "depths", "seeds", "budget", "channels", "timeout_s")
 _TOP_KEYS = {"description", "task", "device", *_GRID_KEYS, "train", "runtime"}
@@ -186,9 +192,7 @@ def _check_budget(check: _Checker, key: str, value) -> str:
 
 
 def _check_task(check: _Checker, task) -> str:
-    from ..tasks import TASKS
-
-    allowed = ("runtime", *TASKS)
+    allowed = ("runtime", *TASK_NAMES)
     if task not in allowed:
         raise check.error("task", f"must be one of {', '.join(allowed)}", task)
     return task
@@ -197,7 +201,6 @@ def _check_task(check: _Checker, task) -> str:
 def _check_preset(check: _Checker, preset, task) -> str:
     from ..training import PRESETS
 
-    preset = check.string("train.preset", preset)
     if preset not in PRESETS:
         raise check.error("train.preset", f"must be one of {', '.join(PRESETS)}", preset)
     if task not in PRESETS[preset].tasks:
@@ -225,82 +228,113 @@ def _check_options(check: _Checker, task, options: dict, preset: str | None) -> 
         raise UserError(f"{check.path}: key 'train.options': {exc}") from None
 
 
-def _section(check: _Checker, kind: str, table: dict, top: dict) -> Section:
-    allowed = _TRAIN_KEYS if kind == "train" else _RUNTIME_KEYS
-    if not isinstance(table, dict):
-        raise check.error(kind, "must be a table ([train] or [runtime])", table)
-    check.keys(table, allowed, f"{kind}.")
-
+def _grid(check: _Checker, kind: str, table: dict, top: dict, check_values: bool) -> dict:
+    """A section's configs, depths, seeds, model size and timeout (its own, else the top level's)."""
     def pick(key):
         return (f"{kind}.{key}", table[key]) if key in table else (key, top.get(key))
 
     key, configs = pick("configs")
     if configs is None:
         raise UserError(f"{check.path}: no configurations: give 'configs' at the top or in [{kind}]")
-    configs = _canonical_configs(check, key, check.str_list(key, configs))
+    configs = check.str_list(key, configs)
+    if check_values:
+        configs = _canonical_configs(check, key, configs)
     key, depths = pick("depths")
     if depths is None:
         raise UserError(f"{check.path}: no depths: give 'depths' at the top or in [{kind}]")
     depths = check.int_list(key, depths, minimum=1, maximum=MAX_DIM)
-    _check_shapes(check, key, configs, depths)
+    if check_values:
+        _check_shapes(check, key, configs, depths)
     key, seeds = pick("seeds")
     seeds = (0,) if seeds is None else check.int_list(key, seeds, minimum=0, maximum=MAX_SEED)
+    key, timeout = pick("timeout_s")
+    timeout = DEFAULT_TIMEOUT_S if timeout is None else check.number(key, timeout)
+    return dict(configs=configs, depths=depths, seeds=seeds, timeout_s=timeout,
+                **_size(check, kind, table, top, check_values))
 
-    # budget and channels: a section's own choice replaces the top level's (either one)
+
+def _size(check: _Checker, kind: str, table: dict, top: dict, check_values: bool) -> dict:
+    """budget and channels: a section's own choice replaces the top level's (either one)."""
     if "budget" in table or "channels" in table:
         source, prefix = table, f"{kind}."
     else:
         source, prefix = top, ""
     if "budget" in source and "channels" in source:
         raise UserError(f"{check.path}: give either '{prefix}budget' or '{prefix}channels', not both")
-    budget = _check_budget(check, prefix + "budget", source["budget"]) if "budget" in source else None
+    budget = None
+    if "budget" in source:
+        budget = _check_budget(check, prefix + "budget", source["budget"]) if check_values else \
+            _budget_text(check, prefix + "budget", source["budget"])
     channels = check.integer(prefix + "channels", source["channels"], maximum=MAX_DIM) if "channels" in source else None
     if budget is None and channels is None and not (kind == "train" and "preset" in table):
         raise UserError(f"{check.path}: no model size: give 'budget' (like 10M or slstm:100) or 'channels' "
                         f"at the top or in [{kind}] (or a [train] preset that sets one)")
-    key, timeout = pick("timeout_s")
-    timeout = 3600.0 if timeout is None else check.number(key, timeout)
+    return dict(budget=budget, channels=channels)
 
+
+def _budget_text(check: _Checker, key: str, value) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise check.error(key, "must be a number like 10M or 2500000, or slstm:M like slstm:100", value)
+    return str(value)
+
+
+def _train_settings(check: _Checker, table: dict, top: dict, check_values: bool) -> dict:
     settings: dict = {}
-    if kind == "train":
-        if "preset" in table:
-            settings["preset"] = _check_preset(check, table["preset"], top.get("task"))
-        for name in ("max_samples", "epochs", "batch_size", "eval_every"):
-            if name in table:
-                settings[name] = check.integer(f"train.{name}", table[name],
-                                               maximum=MAX_DIM if name == "batch_size" else None)
-        if "early_stopping" in table:
-            if not isinstance(table["early_stopping"], bool):
-                raise check.error("train.early_stopping", "must be true or false", table["early_stopping"])
-            settings["early_stopping"] = table["early_stopping"]
-        options = table.get("options", {})
-        if not isinstance(options, dict):
-            raise check.error("train.options", "must be a table of task options like { digits = 3 }", options)
-        for name, value in options.items():
-            if not isinstance(value, (int, float, str, bool)):
-                raise check.error(f"train.options.{name}", "must be a number, a string or a boolean", value)
+    if "preset" in table:
+        preset = check.string("train.preset", table["preset"])
+        settings["preset"] = _check_preset(check, preset, top.get("task")) if check_values else preset
+    for name in ("max_samples", "epochs", "batch_size", "eval_every"):
+        if name in table:
+            settings[name] = check.integer(f"train.{name}", table[name],
+                                           maximum=MAX_DIM if name == "batch_size" else None)
+    if "early_stopping" in table:
+        if not isinstance(table["early_stopping"], bool):
+            raise check.error("train.early_stopping", "must be true or false", table["early_stopping"])
+        settings["early_stopping"] = table["early_stopping"]
+    options = table.get("options", {})
+    if not isinstance(options, dict):
+        raise check.error("train.options", "must be a table of task options like { digits = 3 }", options)
+    for name, value in options.items():
+        if not isinstance(value, (int, float, str, bool)):
+            raise check.error(f"train.options.{name}", "must be a number, a string or a boolean", value)
+    if check_values:
         _check_options(check, top.get("task"), options, settings.get("preset"))
-        settings["options"] = dict(sorted(options.items()))
-    else:
-        from ..models.memory import DTYPE_BYTES
-        from ..timing.protocol import MAX_REPEATS
-
-        settings["seq_len"] = check.integer("runtime.seq_len", table.get("seq_len", 100), maximum=MAX_DIM)
-        settings["repeats"] = check.integer("runtime.repeats", table.get("repeats", 10), maximum=MAX_REPEATS)
-        settings["warmup"] = check.integer("runtime.warmup", table.get("warmup", 3), minimum=0, maximum=MAX_REPEATS)
-        settings["implementations"] = check.str_list("runtime.implementations",
-                                                     table.get("implementations", ["default"]))
-        settings["threads"] = (check.integer("runtime.threads", table["threads"], maximum=checks.MAX_THREADS)
-                               if "threads" in table else None)
-        settings["dtype"] = check.string("runtime.dtype", table.get("dtype", "float32"), tuple(DTYPE_BYTES))
-        for name in ("vocab", "input_size", "output_size"):
-            settings[name] = check.integer(f"runtime.{name}", table[name], maximum=MAX_DIM) if name in table else None
-    return Section(kind=kind, configs=configs, depths=depths, seeds=seeds, budget=budget, channels=channels,
-                   timeout_s=timeout, settings=settings)
+    settings["options"] = dict(sorted(options.items()))
+    return settings
 
 
-def parse_spec(data: dict, path: "str | Path", name: str | None = None) -> SweepSpec:
-    """Validate the dict of one TOML file and resolve the defaults of each section."""
+def _runtime_settings(check: _Checker, table: dict) -> dict:
+    settings = {
+        "seq_len": check.integer("runtime.seq_len", table.get("seq_len", TIMING_SEQ_LEN), maximum=MAX_DIM),
+        "repeats": check.integer("runtime.repeats", table.get("repeats", TIMING_REPEATS), maximum=MAX_REPEATS),
+        "warmup": check.integer("runtime.warmup", table.get("warmup", TIMING_WARMUP), minimum=0, maximum=MAX_REPEATS),
+        "implementations": check.str_list("runtime.implementations", table.get("implementations", ["default"])),
+        "threads": (check.integer("runtime.threads", table["threads"], maximum=checks.MAX_THREADS)
+                    if "threads" in table else None),
+        "dtype": check.string("runtime.dtype", table.get("dtype", DEFAULT_DTYPE), DTYPES),
+    }
+    for name in ("vocab", "input_size", "output_size"):
+        settings[name] = check.integer(f"runtime.{name}", table[name], maximum=MAX_DIM) if name in table else None
+    return settings
+
+
+def _section(check: _Checker, kind: str, table: dict, top: dict, check_values: bool = True) -> Section:
+    allowed = _TRAIN_KEYS if kind == "train" else _RUNTIME_KEYS
+    if not isinstance(table, dict):
+        raise check.error(kind, "must be a table ([train] or [runtime])", table)
+    check.keys(table, allowed, f"{kind}.")
+    grid = _grid(check, kind, table, top, check_values)
+    settings = (_train_settings(check, table, top, check_values) if kind == "train"
+                else _runtime_settings(check, table))
+    return Section(kind=kind, **grid, settings=settings)
+
+
+def parse_spec(data: dict, path: "str | Path", name: str | None = None, *, check_values: bool = True) -> SweepSpec:
+    """Validate the dict of one TOML file and resolve the defaults of each section.
+
+    ``check_values=False`` checks keys, types and ranges only: configuration names, budgets,
+    presets and task options are taken as written (what ``plot`` needs: no torch).
+    """
     path = Path(path)
     check = _Checker(path)
     check.keys(data, _TOP_KEYS, "")
@@ -308,12 +342,12 @@ def parse_spec(data: dict, path: "str | Path", name: str | None = None) -> Sweep
         raise UserError(f"{path}: missing key 'task' (a task name like memorization, or \"runtime\")")
     task = _check_task(check, data["task"])
     device = check.string("device", data.get("device", "cpu"))
-    if not (device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
-        raise check.error("device", "must be cpu, cuda or cuda:N", device)
+    parse_device(device, f"{path}: key 'device'")
     description = data.get("description", "")
     if not isinstance(description, str):
         raise check.error("description", "must be a string", description)
-    sections = tuple(_section(check, kind, data[kind], data) for kind in ("runtime", "train") if kind in data)
+    sections = tuple(_section(check, kind, data[kind], data, check_values)
+                     for kind in ("runtime", "train") if kind in data)
     if not sections:
         raise UserError(f"{path}: nothing to run: add a [train] table, a [runtime] table, or both")
     if task == "runtime" and "train" in data:
@@ -330,14 +364,8 @@ def check_device_here(device: str) -> None:
     checked when a spec is read: the shipped GPU specs must still plan (``--dry-run``) on a
     laptop, and SLURM jobs run on other machines.
     """
-    if not device.startswith("cuda"):
-        return
-    import torch
-
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    index = int(device[5:]) if device.startswith("cuda:") else 0
-    if index >= count:
-        have = f"only {count} GPU(s)" if count else "no usable GPU (torch.cuda.is_available() is False)"
+    have = missing_gpu(device)
+    if have is not None:
         raise UserError(f"the sweep's device is {device}, but this machine has {have}; run it with --device cpu, "
                         "on a GPU machine, or with --executor slurm on GPU nodes")
 
@@ -375,8 +403,8 @@ def find_spec(spec: "str | Path") -> Path:
                     f"or give a path to a .toml file")
 
 
-def load_spec(spec: "str | Path") -> SweepSpec:
-    """Find, read and validate one spec file."""
+def load_spec(spec: "str | Path", *, check_values: bool = True) -> SweepSpec:
+    """Find, read and validate one spec file (``check_values``: see :func:`parse_spec`)."""
     path = find_spec(spec)
     try:
         data = tomllib.loads(path.read_text())
@@ -384,4 +412,4 @@ def load_spec(spec: "str | Path") -> SweepSpec:
         raise UserError(f"{path}: not valid TOML: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read the spec: {exc}") from None
-    return parse_spec(data, path)
+    return parse_spec(data, path, check_values=check_values)

@@ -10,19 +10,16 @@ from __future__ import annotations
 import inspect
 
 from ..errors import UserError
+from ..vocab import TASK_NAMES
 from .addition import Addition
 from .base import Batch, Stream, Task
 from .enwik8 import Enwik8
 from .memorization import Memorization
 from .mnist import MNIST, PermutedMNIST
 
-TASKS: dict[str, type[Task]] = {
-    "addition": Addition,
-    "memorization": Memorization,
-    "enwik8": Enwik8,
-    "mnist": MNIST,
-    "pmnist": PermutedMNIST,
-}
+# Each task class by its name (the names and their order: tlstm_bench.vocab.TASK_NAMES).
+TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (Addition, Memorization, Enwik8, MNIST, PermutedMNIST)}
+assert tuple(TASKS) == TASK_NAMES
 
 
 def task_options(name: str) -> list[str]:

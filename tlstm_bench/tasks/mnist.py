@@ -35,6 +35,7 @@ from torch.nn import functional as F
 
 from .. import checks
 from ..errors import UserError
+from ..vocab import MNIST_IO
 from .base import Batch, Stream, Task, epoch_generator
 from .data import resolve_data_dir
 
@@ -196,7 +197,7 @@ class MNIST(Task):
         return {"seq_len": self.seq_len, "sizes": {k: len(v[1]) for k, v in self.splits.items()}}
 
     def model_io(self) -> dict:
-        return {"input_size": 1, "output_size": 10}
+        return dict(MNIST_IO)
 
     def epoch_samples(self, batch_size: int) -> int:
         return len(self.splits["train"][1])

@@ -5,8 +5,8 @@
 repeats interleaved, so ratios between them are measured under the same machine load.
 """
 
-from .protocol import TIMING_DEFAULTS, Case, default_implementation, measure_cases, measure_runtime
+from .protocol import Case, default_implementation, measure_cases, measure_runtime, plan_cases
 from .regress import RegressResult, regress
 
-__all__ = ["Case", "RegressResult", "TIMING_DEFAULTS", "default_implementation", "measure_cases",
-           "measure_runtime", "regress"]
+__all__ = ["Case", "RegressResult", "default_implementation", "measure_cases", "measure_runtime", "plan_cases",
+           "regress"]

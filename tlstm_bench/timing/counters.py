@@ -40,7 +40,8 @@ from typing import Iterable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .protocol import Case, _Run, cpu_settings, resolve_device
+from ..vocab import TIMING_VOCAB, torch_device
+from .protocol import Case, _Run, cpu_settings
 
 COUNTERS = ("ops_fwd", "ops_bwd", "flops_fwd", "flops_bwd", "bytes_fwd", "bytes_bwd")
 _aten = torch.ops.aten
@@ -150,13 +151,13 @@ def count_run(run: _Run) -> dict[str, int]:
 
 
 def count_cases(cases: Iterable[Case], *, channels: int, seq_len: int, device: str = "cpu",
-                vocab: int | None = 205, seed: int = 0) -> dict[Case, dict[str, int]]:
+                vocab: int | None = TIMING_VOCAB, seed: int = 0) -> dict[Case, dict[str, int]]:
     """Counters of each case, built as :func:`~tlstm_bench.timing.protocol.measure_cases` builds it.
 
     One untimed run first, so lazy initialisation (TorchScript compilation, weight
     packing) is not counted; the count is of the steady-state run that is timed.
     """
-    dev = resolve_device(device)
+    dev = torch_device(device)
     out = {}
     with cpu_settings(1):
         for case in cases:

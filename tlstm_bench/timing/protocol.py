@@ -31,20 +31,17 @@ from torch.nn import functional as F
 from .. import checks
 from ..audit import causal
 from ..errors import UserError
-from ..models import build_model, format_config, parse_config
-from ..models.memory import DTYPE_BYTES, MAX_DIM, MemoryEstimate, check_fits, model_memory
+from ..events import Progress, note, reporter
+from ..models import SLSTM_IMPLEMENTATIONS, TLSTM_IMPLEMENTATIONS, build_model, format_config, parse_config
+from ..models.memory import MAX_DIM, MemoryEstimate, check_fits, model_memory
 from ..results import provenance
-
-DTYPES = {name: getattr(torch, name) for name in DTYPE_BYTES}  # float32, float64
-MAX_REPEATS = 100_000  # timed or warm-up runs per case; more is a typo, not a measurement
-
-# What is timed when no implementation is named: the fastest correct path on a CPU
-# (results/evidence/REPORT.md). For the tLSTM that is "fast", not build_model's default "eager".
-TIMING_DEFAULTS = {"tlstm": "fast", "slstm": "fused"}
+from ..vocab import (CUDA_IMPLEMENTATIONS, DEFAULT_DTYPE, DEFAULT_IMPLEMENTATION, DTYPES, MAX_REPEATS, TIMING_REPEATS,
+                     TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP, torch_device)
 
 
 def default_implementation(config: str) -> str:
-    return TIMING_DEFAULTS[parse_config(config).kind]
+    """What runs when no implementation is named (``tlstm_bench.vocab.DEFAULT_IMPLEMENTATION``)."""
+    return DEFAULT_IMPLEMENTATION[parse_config(config).kind]
 
 
 @dataclass(frozen=True)
@@ -53,11 +50,33 @@ class Case:
 
     config: str
     depth: int
-    implementation: str | None = None  # None: TIMING_DEFAULTS
+    implementation: str | None = None  # None: default_implementation(config)
 
-    @property
-    def key(self) -> tuple[str, int, str | None]:
-        return (self.config, self.depth, self.implementation)
+
+def plan_cases(configs: list[str], depths: list[int], implementation: str | None, device: str) -> list[Case]:
+    """The cases to time: every config x depth x implementation.
+
+    No implementation: every sLSTM implementation (fused, wavefront, loop) and the tLSTM's
+    default (``fast``). ``all``: every registered implementation (those in
+    ``CUDA_IMPLEMENTATIONS`` only on cuda). A name: used for the configurations that have it
+    (an error if none does).
+    """
+    cases = []
+    for config in configs:
+        arch = parse_config(config)
+        table = SLSTM_IMPLEMENTATIONS if arch.kind == "slstm" else TLSTM_IMPLEMENTATIONS
+        if implementation == "all" or (implementation is None and arch.kind == "slstm"):
+            names = [n for n in table if n not in CUDA_IMPLEMENTATIONS or device.startswith("cuda")]
+        elif implementation is None:
+            names = [default_implementation(config)]
+        else:
+            names = [implementation] if implementation in table else []
+        cases += [Case(arch.label, d, n) for n in names for d in depths]
+    if not cases:
+        known = sorted(set(SLSTM_IMPLEMENTATIONS) | set(TLSTM_IMPLEMENTATIONS))
+        raise UserError(f"no configuration given has implementation {implementation!r}; "
+                        f"use one of {', '.join(known)} or all")
+    return cases
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -73,18 +92,6 @@ def summarize(samples: list[float]) -> dict:
     """Median, quartiles and IQR of the per-repeat ms per step."""
     q25, q75 = _quantile(samples, 0.25), _quantile(samples, 0.75)
     return {"ms_per_step": statistics.median(samples), "ms_q25": q25, "ms_q75": q75, "ms_iqr": q75 - q25}
-
-
-def resolve_device(device: str) -> torch.device:
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise UserError(f"unknown device {device!r}; use cpu or cuda") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise UserError(f"unsupported device {device!r}; use cpu or cuda")
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda was asked for but CUDA is not available here; use --device cpu")
-    return dev
 
 
 @contextmanager
@@ -202,13 +209,13 @@ def check_memory(cases: list[Case], *, channels, budget, vocab, input_size, outp
                "lower the depth, --channels/--budget or --seq-len")
 
 
-def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: int | None = 205,
-                  input_size=None, output_size=None, seq_len: int = 100, device: str = "cpu",
-                  repeats: int = 10, warmup: int = 3, threads: int | None = None, dtype: str = "float32",
-                  seed: int = 0, repeats_for: Callable[[Case], int] | None = None,
+def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: int | None = TIMING_VOCAB,
+                  input_size=None, output_size=None, seq_len: int = TIMING_SEQ_LEN, device: str = "cpu",
+                  repeats: int = TIMING_REPEATS, warmup: int = TIMING_WARMUP, threads: int | None = None,
+                  dtype: str = DEFAULT_DTYPE, seed: int = 0, repeats_for: Callable[[Case], int] | None = None,
                   warmup_for: Callable[[Case], int] | None = None,
                   delay: Callable[[Case], float] | None = None, min_sample_s: float = 0.0,
-                  progress: Callable[[str], None] | None = None) -> list[dict]:
+                  progress: Progress = None) -> list[dict]:
     """Time every case with interleaved repeats; one record per case, in the order given.
 
     ``repeats_for(case)`` may lower the repeats of a slow case (e.g. the oracle at L=10);
@@ -222,8 +229,38 @@ def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: i
     ``timeit`` does). Without it a run of a small model lasts a few ms, and on a loaded
     machine such short runs are hit by scheduling differently from long ones, which
     skews the ratios between cases; the gate (``regress``) uses 50 ms.
+
+    ``progress``: a reporter of :mod:`tlstm_bench.events` (a ``note`` per warm-up and per
+    round), or True for plain lines on stderr; silent by default.
     """
     cases = list(cases)
+    report = reporter(progress)
+    dev = _check_settings(cases, repeats=repeats, warmup=warmup, seq_len=seq_len, seed=seed, dtype=dtype,
+                          device=device)
+    check_memory(cases, channels=channels, budget=budget, vocab=vocab, input_size=input_size,
+                 output_size=output_size, seq_len=seq_len, device=str(dev), dtype=dtype)
+    wanted = {c: (repeats_for(c) if repeats_for else repeats) for c in cases}
+    warmups = {c: (warmup_for(c) if warmup_for else warmup) for c in cases}
+    with cpu_settings(threads) as flushed:
+        runs = {case: _Run(case, channels=channels, budget=budget, vocab=vocab, input_size=input_size,
+                           output_size=output_size, seq_len=seq_len, device=dev, dtype=getattr(torch, dtype),
+                           seed=seed)
+                for case in cases}
+        # Warm-up: not timed, not kept (allocator, caches, lazy init, CUDA graph capture).
+        for case, run in runs.items():
+            note(report, f"warm-up {case.config} L={case.depth} {run.model.implementation}", "detail")
+            for _ in range(warmups[case]):
+                run()
+        number = _runs_per_sample(runs, dev, min_sample_s)
+        samples = _timed_rounds(runs, wanted, number, dev, delay, report)
+        return [runtime_record(c, runs[c], samples[c], seq_len=seq_len, device=dev, dtype=dtype,
+                               threads=threads, flushed=flushed, warmup=warmups[c], repeats=wanted[c],
+                               number=number[c])
+                for c in cases]
+
+
+def _check_settings(cases: list[Case], *, repeats, warmup, seq_len, seed, dtype, device) -> torch.device:
+    """One-line errors for settings no measurement can have; the device to time on."""
     if not cases:
         raise UserError("nothing to time: give at least one configuration and depth")
     checks.integer(repeats, "repeats", maximum=MAX_REPEATS)
@@ -232,44 +269,35 @@ def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: i
     checks.seed(seed)
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
-    dev = resolve_device(device)
-    check_memory(cases, channels=channels, budget=budget, vocab=vocab, input_size=input_size,
-                 output_size=output_size, seq_len=seq_len, device=str(dev), dtype=dtype)
-    wanted = {c: (repeats_for(c) if repeats_for else repeats) for c in cases}
-    with cpu_settings(threads) as flushed:
-        runs = {}
-        for case in cases:
-            runs[case] = _Run(case, channels=channels, budget=budget, vocab=vocab, input_size=input_size,
-                              output_size=output_size, seq_len=seq_len, device=dev,
-                              dtype=DTYPES[dtype], seed=seed)
-        # Warm-up: not timed, not kept (allocator, caches, lazy init, CUDA graph capture).
+    return torch_device(device)
+
+
+def _runs_per_sample(runs: dict, dev: torch.device, min_sample_s: float) -> dict[Case, int]:
+    """How many back-to-back runs make one sample of each case (1 unless ``min_sample_s``)."""
+    number = {c: 1 for c in runs}
+    if min_sample_s > 0:
         for case, run in runs.items():
-            if progress:
-                progress(f"warm-up {case.config} L={case.depth} {run.model.implementation}")
-            for _ in range(warmup_for(case) if warmup_for else warmup):
-                run()
-        number = {c: 1 for c in cases}
-        if min_sample_s > 0:
-            for case, run in runs.items():
-                once = _time_once(run, dev, 0.0)
-                number[case] = max(1, math.ceil(min_sample_s / max(once, 1e-6)))
-        samples: dict[Case, list[float]] = {c: [] for c in cases}
-        for round_ in range(max(wanted.values())):
-            if progress:
-                progress(f"round {round_ + 1}/{max(wanted.values())}")
-            for case, run in runs.items():
-                if len(samples[case]) < wanted[case]:
-                    samples[case].append(_time_once(run, dev, delay(case) if delay else 0.0, number[case]))
-        return [runtime_record(c, runs[c], samples[c], seq_len=seq_len, device=dev, dtype=dtype,
-                               threads=threads, flushed=flushed,
-                               warmup=warmup_for(c) if warmup_for else warmup, repeats=wanted[c],
-                               number=number[c])
-                for c in cases]
+            once = _time_once(run, dev, 0.0)
+            number[case] = max(1, math.ceil(min_sample_s / max(once, 1e-6)))
+    return number
 
 
-def measure_runtime(config, depth, *, channels=None, budget=None, vocab=205, input_size=None,
-                    output_size=None, seq_len=100, device="cpu", implementation=None, repeats=10,
-                    warmup=3, threads=None, dtype="float32", seed=0) -> dict:
+def _timed_rounds(runs: dict, wanted: dict, number: dict, dev: torch.device, delay, report) -> dict:
+    """Round r times every case that still wants samples once, before round r+1 starts."""
+    samples: dict[Case, list[float]] = {c: [] for c in runs}
+    rounds = max(wanted.values())
+    for round_ in range(rounds):
+        note(report, f"round {round_ + 1}/{rounds}", "detail")
+        for case, run in runs.items():
+            if len(samples[case]) < wanted[case]:
+                samples[case].append(_time_once(run, dev, delay(case) if delay else 0.0, number[case]))
+    return samples
+
+
+def measure_runtime(config, depth, *, channels=None, budget=None, vocab=TIMING_VOCAB, input_size=None,
+                    output_size=None, seq_len=TIMING_SEQ_LEN, device="cpu", implementation=None,
+                    repeats=TIMING_REPEATS, warmup=TIMING_WARMUP, threads=None, dtype=DEFAULT_DTYPE,
+                    seed=0) -> dict:
     """Time one configuration at one depth (SPEC section 8) and return its record.
 
     ``vocab`` gives token input and output; pass ``vocab=None`` with ``input_size`` and
@@ -277,7 +305,7 @@ def measure_runtime(config, depth, *, channels=None, budget=None, vocab=205, inp
     The record's ``ms_per_step`` is the median over ``repeats`` of the milliseconds of
     forward + loss + backward over T steps divided by T; ``samples`` are the raw values.
     """
-    if input_size is not None and vocab == 205:
+    if input_size is not None and vocab == TIMING_VOCAB:
         vocab = None  # real input asked for; the token default does not apply
     label = config if isinstance(config, str) else format_config(parse_config(config))
     (record,) = measure_cases([Case(label, depth, implementation)],

@@ -12,9 +12,13 @@ budget selects over the preset's channels), 10M parameters on enwik8.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ..errors import UserError
+
+if TYPE_CHECKING:
+    from .settings import TrainSettings
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,22 @@ class Preset:
     eval_every: int | None = None
     patience: int | None = None
     early_stopping: bool = True  # stop after `patience` evaluations without improvement (validated tasks)
+
+    def fill(self, settings: "TrainSettings") -> "TrainSettings":
+        """``settings`` with what they leave out taken from this preset; what they give wins.
+
+        The model size (channels or budget) and the length (max_samples or epochs) are taken as
+        pairs: a caller's budget replaces the preset's channels, a caller's epochs its samples.
+        """
+        s = settings
+        size = {} if s.channels is not None or s.budget is not None else dict(channels=self.channels,
+                                                                             budget=self.budget)
+        length = {} if s.max_samples is not None or s.epochs is not None else dict(max_samples=self.max_samples,
+                                                                                   epochs=self.epochs)
+        return replace(s, task_options={**self.task_options, **s.task_options}, **size, **length,
+                       batch_size=s.batch_size or self.batch_size, eval_every=s.eval_every or self.eval_every,
+                       patience=s.patience or self.patience,
+                       early_stopping=self.early_stopping if s.early_stopping is None else s.early_stopping)
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (

@@ -1,5 +1,6 @@
-"""Cell functions the sweep tests inject (``--cell-fn test_sweep_fakes:cell``); stdlib only, so
-the cell processes start fast. No tests here.
+"""Cell functions the sweep tests inject (``--cell-fn sweep_fakes:cell``); stdlib only, so
+the cell processes start fast. A helper module, not a test file: the cell processes (and SLURM
+jobs) import it by this name from tests/ (``fake_env`` in conftest.py puts it on PYTHONPATH).
 
 Behaviour per configuration, from ``$FAKE_PLAN`` (JSON, config -> what): ``raise`` (an exception,
 as a NaN loss would), ``crash`` (the process dies), ``hang`` (sleeps past any timeout), ``nan``

@@ -1,0 +1,77 @@
+"""``tlstm-bench sweep``: the dry-run plan, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from typer.testing import CliRunner
+
+from tlstm_bench.cli import app
+from tlstm_bench.sweeps.plan import plan_sweep, run_sweep
+
+from sweep_helpers import FAKE, RUNTIME_SPEC, executions, write_spec
+
+
+def _dry_run(tmp_path, name):
+    """The plan's rows as {column header: cell text}."""
+    result = CliRunner().invoke(app, ["sweep", name, "--dry-run", "--results-dir", str(tmp_path)],
+                                env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    header = [h.strip() for h in next(line for line in lines if "┃" in line).split("┃")[1:-1]]
+    return [dict(zip(header, (c.strip() for c in line.split("│")[1:-1]))) for line in lines if "│" in line]
+
+
+def test_dry_run_addition_is_m_400_and_addition_budget_the_matched_sizes(tmp_path):
+    rows = _dry_run(tmp_path, "addition")
+    assert len(rows) == 2 * 7 * 4 and all(row["size"] == "M=400" for row in rows)
+    rows = _dry_run(tmp_path, "addition-budget")
+    assert len(rows) == 2 * 7 * 4
+    sizes = {(row["config"], row["size"]) for row in rows}
+    assert ("slstm", "slstm:400 -> M=400") in sizes
+    assert ("3d", "slstm:400 -> M=187") in sizes and ("2d", "slstm:400 -> M=326") in sizes
+    assert not any(size.endswith("M=400") for config, size in sizes if config != "slstm")
+
+
+def test_dry_run_wiki_shows_50_epochs_and_no_early_stopping(tmp_path):
+    rows = [row for row in _dry_run(tmp_path, "wiki") if row["kind"] == "train"]
+    assert len(rows) == 7 * 4
+    assert all("50 epochs" in row["settings"] and "early_stopping=False" in row["settings"]
+               and row["size"].startswith("10M -> M=") for row in rows)
+
+
+def test_cli_malformed_spec_is_one_line_exit_2(tmp_path):
+    path = write_spec(tmp_path, "colour = 1\n" + RUNTIME_SPEC)
+    result = CliRunner().invoke(app, ["sweep", str(path), "--dry-run", "--results-dir", str(tmp_path / "s")])
+    assert result.exit_code == 2
+    assert "unknown key 'colour'" in result.output and "Traceback" not in result.output
+
+
+def test_dry_run_shows_plan_and_done_cells(tmp_path, fake_env):
+    spec = write_spec(tmp_path, RUNTIME_SPEC)
+    root = tmp_path / "store"
+    run_sweep(spec, root=root, cell_fn=FAKE, only=["config=2d", "depth=1"])
+    result = CliRunner().invoke(app, ["sweep", str(spec), "--dry-run", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "8 cells, 1 done, 0 failed, 0 running elsewhere, 7 to run" in text
+    assert text.count("│ todo") == 7 and text.count("│ done") == 1
+    assert not executions(fake_env) - Counter({("runtime", "2d", 1, 0): 1})   # the dry run ran nothing
+    plan = plan_sweep(spec, root=root, only=["kind=runtime"])
+    assert plan.count("done") == 1 and len(plan.to_run(False)) == 7
+
+
+def test_cli_sweep_exit_codes(tmp_path, fake_env, monkeypatch):
+    monkeypatch.setenv("FAKE_PLAN", json.dumps({"2d-m": "raise"}))
+    spec = write_spec(tmp_path, RUNTIME_SPEC)
+    args = ["sweep", str(spec), "--results-dir", str(tmp_path / "s"), "--cell-fn", FAKE, "--only", "depth=1"]
+    result = CliRunner().invoke(app, args + ["--jobs", "2"])
+    assert result.exit_code == 1, result.output
+    assert "1 failed cells" in result.output and "FloatingPointError" in result.output
+    assert "sweep t: 4 cells; ran 4 (3 ok, 1 failed)" in " ".join(result.output.split())
+    assert CliRunner().invoke(app, args + ["--jobs", "0"]).exit_code == 2
+    assert CliRunner().invoke(app, args + ["--only", "config=3d-cn"]).exit_code == 2   # matches no cell
+    assert "--device must be cpu" in CliRunner().invoke(app, args + ["--device", "tpu"]).output
+    bad = CliRunner().invoke(app, args + ["--executor", "mars"])
+    assert bad.exit_code == 2 and "unknown --executor" in bad.output

@@ -1,0 +1,68 @@
+"""Grid expansion: a spec becomes cells, each with a stable id; --only selects them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tlstm_bench.errors import UserError
+from tlstm_bench.sweeps.grid import expand, parse_filters, select
+from tlstm_bench.sweeps.spec import load_spec
+
+from sweep_helpers import RUNTIME_SPEC, write_spec
+
+
+def test_grid_is_the_product_and_ids_are_stable(tmp_path):
+    spec = load_spec(write_spec(tmp_path, RUNTIME_SPEC.replace("depths = [1, 2]", "depths = [1, 2]\nseeds = [0, 1]")))
+    cells = expand(spec, code="v1")
+    assert len(cells) == 4 * 2 * 2
+    assert {(c.spec["config"], c.spec["depth"], c.spec["seed"]) for c in cells} == {
+        (c, d, s) for c in ("slstm", "2d", "2d-m", "3d") for d in (1, 2) for s in (0, 1)}
+    assert [c.id for c in expand(spec, code="v1")] == [c.id for c in cells]       # stable
+    assert len({c.id for c in cells}) == len(cells)                              # unique
+    other = expand(spec, code="v2")
+    assert {c.key for c in other} == {c.key for c in cells}                      # key: spec only
+    assert not {c.id for c in other} & {c.id for c in cells}                     # id: + code version
+    longer = expand(load_spec(write_spec(tmp_path, RUNTIME_SPEC.replace("seq_len = 5", "seq_len = 6"), "u")), code="v1")
+    assert not {c.key for c in longer} & {c.key for c in cells}                  # every setting counts
+    assert cells[0].spec["vocab"] == 205 and cells[0].spec["device"] == "cpu"
+
+
+def test_implementations_apply_where_they_exist(tmp_path):
+    spec = load_spec(write_spec(tmp_path, RUNTIME_SPEC.replace("repeats = 2", 'repeats = 2\nimplementations = ["default", "loop"]')))
+    cells = expand(spec, code="v")
+    loops = [c for c in cells if c.spec["implementation"] == "loop"]
+    assert loops and all(c.spec["config"] == "slstm" for c in loops)
+    assert len(cells) == 4 * 2 + 2
+
+
+def test_task_sweeps_time_the_task_model(tmp_path):
+    text = 'task = "addition"\nconfigs=["2d"]\ndepths=[1]\n[runtime]\nchannels=8\n[train]\npreset="addition-small"\n'
+    cells = expand(load_spec(write_spec(tmp_path, text)), code="v")
+    runtime = [c for c in cells if c.kind == "runtime"][0]
+    train = [c for c in cells if c.kind == "train"][0]
+    assert runtime.spec["vocab"] == 11 and runtime.spec["task"] == "addition"
+    assert train.spec["preset"] == "addition-small" and train.spec["channels"] is None
+
+
+def test_only_filters(tmp_path):
+    cells = expand(load_spec(write_spec(tmp_path, RUNTIME_SPEC)), code="v")
+    picked = select(cells, parse_filters(["config=2d,3d", "depth=2"]))
+    assert {(c.spec["config"], c.spec["depth"]) for c in picked} == {("2d", 2), ("3d", 2)}
+    assert select(cells, parse_filters([f"id={cells[3].id[:6]}"])) == [cells[3]]
+    with pytest.raises(UserError, match="unknown key 'colour'"):
+        parse_filters(["colour=red"])
+    with pytest.raises(UserError, match="KEY=V1,V2"):
+        parse_filters(["depth"])
+
+
+def test_runtime_cells_key_on_the_machine_and_training_cells_do_not(tmp_path):
+    text = RUNTIME_SPEC.replace('task = "runtime"', 'task = "memorization"') + \
+        '[train]\npreset = "memorization-small"\nmax_samples = 30\n'
+    spec = load_spec(write_spec(tmp_path, text))
+    here = expand(spec, code="v")
+    other = expand(spec, code="v", machine={"gpu": None, "cpu_model": "another CPU", "cpus": 64})
+    kinds = {c.key: c.kind for c in here}
+    assert here[0].spec["machine"]["cpus"] >= 1 and "cpu_model" in here[0].spec["machine"]
+    shared = {c.key for c in here} & {c.key for c in other}
+    assert shared and all(kinds[k] == "train" for k in shared)             # training: the same cells
+    assert len(shared) == sum(c.kind == "train" for c in here)             # runtime: all different

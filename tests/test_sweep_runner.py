@@ -1,0 +1,159 @@
+"""Running cells: each isolated in its own process, failures fail alone, resume, kills,
+interruptions, concurrent sweeps, the record of a cell, and the real cell function."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections import Counter
+
+from tlstm_bench.sweeps.cell import make_record
+from tlstm_bench.sweeps.grid import expand
+from tlstm_bench.sweeps.plan import run_sweep
+from tlstm_bench.sweeps.spec import load_spec
+
+from sweep_helpers import FAKE, RUNTIME_SPEC, executions, records, sweep_process, write_spec
+
+
+def test_record_marks_non_finite_metrics_and_reported_failures(tmp_path):
+    cell = expand(load_spec(write_spec(tmp_path, RUNTIME_SPEC)), code="v")[0]
+    ok = make_record(cell, {"ms_per_step": 1.5, "samples": [1.5], "channels": 8, "params": 9})
+    assert ok["status"] == "ok" and ok["error"] is None and ok["ms_per_step"] == 1.5
+    for key in ("id", "key", "sweep", "kind", "task", "config", "depth", "seed", "spec", "git_commit", "torch_version",
+                "device", "device_name", "threads", "host", "date", "ms_iqr", "implementation", "seq_len"):
+        assert key in ok
+    nan = make_record(cell, {"ms_per_step": float("nan")})
+    assert nan["status"] == "failed" and "non-finite ms_per_step" in nan["error"]
+    reported = make_record(cell, {"status": "failed", "error": "loss is nan"})
+    assert reported["status"] == "failed" and reported["error"] == "loss is nan"
+    assert make_record(cell, {"config": "other"})["config"] == cell.spec["config"]
+
+
+
+def test_failing_cells_fail_alone_and_rerun_skips_done(tmp_path, fake_env, monkeypatch):
+    monkeypatch.setenv("FAKE_PLAN", json.dumps({"2d-m": "raise", "3d": "crash"}))
+    spec = write_spec(tmp_path, RUNTIME_SPEC)
+    root = tmp_path / "store"
+    summary = run_sweep(spec, root=root, jobs=2, cell_fn=FAKE, code="v")
+    assert summary.exit_code == 1
+    by_config = Counter((r["config"], r["status"]) for r in records(root))
+    assert by_config == {("slstm", "ok"): 2, ("2d", "ok"): 2, ("2d-m", "failed"): 2, ("3d", "failed"): 2}
+    errors = {r["config"]: r["error"] for r in records(root) if r["status"] == "failed"}
+    assert errors["2d-m"] == "FloatingPointError: loss is nan at step 3"
+    assert errors["3d"].startswith("cell process exited with code 3")
+    assert sum(executions(fake_env).values()) == 8
+
+    again = run_sweep(spec, root=root, jobs=2, cell_fn=FAKE, code="v")          # nothing reruns
+    assert again.count("skipped-done") == 4 and again.count("skipped-failed") == 4 and again.exit_code == 1
+    assert sum(executions(fake_env).values()) == 8
+
+    monkeypatch.setenv("FAKE_PLAN", "{}")
+    retried = run_sweep(spec, root=root, jobs=2, cell_fn=FAKE, code="v", retry_failed=True)
+    assert retried.count("ok") == 4 and retried.exit_code == 0
+    assert len(records(root)) == 8 and all(r["status"] == "ok" for r in records(root))
+
+
+def test_a_hanging_cell_times_out_and_a_nan_fails(tmp_path, fake_env, monkeypatch):
+    monkeypatch.setenv("FAKE_PLAN", json.dumps({"slstm": "hang", "2d": "nan"}))
+    spec = write_spec(tmp_path, RUNTIME_SPEC.replace("timeout_s = 60", "timeout_s = 3"))
+    root = tmp_path / "store"
+    summary = run_sweep(spec, root=root, jobs=2, cell_fn=FAKE, code="v", only=["config=slstm,2d", "depth=1"])
+    assert summary.exit_code == 1
+    got = {r["config"]: r for r in records(root)}
+    assert got["slstm"]["status"] == "failed" and "timed out after 3 s" in got["slstm"]["error"]
+    assert got["2d"]["status"] == "failed" and "non-finite ms_per_step" in got["2d"]["error"]
+
+
+def test_kill_and_resume_loses_and_duplicates_nothing(tmp_path, fake_env, monkeypatch):
+    monkeypatch.setenv("FAKE_SLEEP", "0.6")
+    spec = write_spec(tmp_path, RUNTIME_SPEC)
+    root = tmp_path / "store"
+    proc = sweep_process(spec, root)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list((root / "t").glob("*.json"))) < 3:
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)                          # the sweep and its running cell, mid-run
+    proc.wait()
+    before = {r["id"]: r for r in records(root)}
+    assert 3 <= len(before) < 8, "the sweep should have been killed part-way"
+    assert list((root / "t" / ".locks").glob("*.lock"))         # the killed cell left its claim behind
+
+    rerun = sweep_process(spec, root)
+    output = rerun.communicate(timeout=180)[0].decode()
+    assert rerun.returncode == 0, output
+    after = records(root)
+    assert len(after) == 8 and len({r["id"] for r in after}) == 8 and all(r["status"] == "ok" for r in after)
+    for record in after:                                          # finished cells were not redone
+        if record["id"] in before:
+            assert record == before[record["id"]]
+    runs = executions(fake_env)
+    assert set(runs) == {("runtime", c, d, 0) for c in ("slstm", "2d", "2d-m", "3d") for d in (1, 2)}
+    assert sum(runs.values()) <= 9                                # at most the killed cell ran twice
+    assert not list((root / "t" / ".locks").glob("*.lock"))
+
+
+def test_interrupted_cells_are_left_undone_not_failed(tmp_path, fake_env, monkeypatch):
+    monkeypatch.setenv("FAKE_SLEEP", "1.5")
+    spec = write_spec(tmp_path, RUNTIME_SPEC)
+    root = tmp_path / "store"
+    proc = sweep_process(spec, root, "--jobs", "2")
+    deadline = time.time() + 120
+    while time.time() < deadline and not list((root / "t").glob("*.json")):
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGTERM)                          # as Ctrl-C or scancel would
+    output = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode == 130, output
+    assert "interrupted" in output
+    done = records(root)
+    assert 1 <= len(done) < 8 and all(r["status"] == "ok" for r in done)
+    assert not list((root / "t" / ".locks").glob("*.lock"))
+
+
+def test_two_sweeps_at_once_share_the_work(tmp_path, fake_env, monkeypatch):
+    monkeypatch.setenv("FAKE_SLEEP", "0.3")
+    spec = write_spec(tmp_path, RUNTIME_SPEC)
+    root = tmp_path / "store"
+    procs = [sweep_process(spec, root, "--jobs", "2") for _ in range(2)]
+    outputs = [p.communicate(timeout=180)[0].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    after = records(root)
+    assert len(after) == 8 and all(r["status"] == "ok" for r in after)
+    runs = executions(fake_env)
+    assert len(runs) == 8 and set(runs.values()) == {1}           # every cell ran exactly once
+
+
+def test_real_cells_time_and_train(tmp_path, monkeypatch):
+    """The default cell function calls measure_runtime and train (tiny sizes) and fills the schema."""
+    monkeypatch.setenv("TLSTM_BENCH_CODE_VERSION", "test-version")
+    spec = write_spec(tmp_path, """
+        task = "memorization"
+        configs = ["2d"]
+        depths = [2]
+        timeout_s = 300
+        [runtime]
+        channels = 4
+        seq_len = 4
+        repeats = 2
+        warmup = 1
+        threads = 1
+        [train]
+        preset = "memorization-small"
+        channels = 4
+        max_samples = 30
+        eval_every = 15
+    """)
+    root = tmp_path / "store"
+    summary = run_sweep(spec, root=root, jobs=2)
+    got = {r["kind"]: r for r in records(root)}
+    assert summary.exit_code == 0, [r.get("error") for r in got.values()]
+    runtime, train = got["runtime"], got["train"]
+    assert runtime["ms_per_step"] > 0 and len(runtime["samples"]) == 2 and runtime["seq_len"] == 4
+    assert runtime["channels"] == 4 and runtime["params"] > 0 and runtime["config"] == "2d"
+    assert train["metric"] == "accuracy" and 0 <= train["test_metric"] <= 1 and train["samples_seen"] == 30
+    assert train["channels"] == 4 and train["preset"] == "memorization-small"
+    for record in (runtime, train):
+        assert record["status"] == "ok" and record["sweep"] == "t" and record["depth"] == 2
+        assert record["torch_version"] and record["host"] and record["date"] and record["device"] == "cpu"
+    assert not list((root / "t" / ".checkpoints").glob("*/*"))       # a finished cell keeps no checkpoint

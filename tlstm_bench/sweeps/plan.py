@@ -1,0 +1,228 @@
+"""The core of ``tlstm-bench sweep``: plan a spec's cells (which are done), then run them.
+
+:func:`plan_sweep` reads the spec, expands its cells and looks up each cell's state in the
+store; :func:`plan_rows` and :func:`summary_rows` describe a plan and a finished sweep as rows
+of text for the CLI to draw; :func:`run_sweep` plans and runs (:mod:`.runner`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import checks
+from ..errors import UserError
+from ..events import Progress
+from ..results import store
+from ..results.provenance import code_version
+from ..vocab import DEFAULT_DTYPE, parse_device
+from .cell import DEFAULT_CELL_FN
+from .grid import Cell, expand, parse_filters, select
+from .runner import DONE, FAILED, Summary, cell_state, run_cells
+from .slurm import SlurmOptions
+from .spec import SweepSpec, check_device_here, load_spec
+
+EXECUTORS = ("local", "slurm")
+
+
+@dataclass
+class Plan:
+    spec: SweepSpec
+    cells: list[Cell]
+    states: dict[str, str]   # cell id -> done | failed | running | todo
+    code_version: str
+
+    def count(self, state: str) -> int:
+        return sum(s == state for s in self.states.values())
+
+    def to_run(self, retry_failed: bool) -> list[Cell]:
+        wanted = {"todo", "failed"} if retry_failed else {"todo"}
+        return [c for c in self.cells if self.states[c.id] in wanted]
+
+
+def cluster_machine(executor: str, slurm: "SlurmOptions | None") -> dict | None:
+    """The machine key of runtime cells run as SLURM jobs: the nodes are not known when the
+    sweep is planned, so the partition stands for them (each record names the node's
+    device). None (this machine) for the local executor."""
+    if executor not in EXECUTORS:
+        raise UserError(f"unknown --executor {executor!r}; use local or slurm")
+    if executor == "slurm" and (slurm is None or slurm.cluster == "slurm"):
+        return {"slurm_partition": slurm.partition if slurm else None}
+    return None
+
+
+def plan_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", only=(), device: str | None = None,
+               code: str | None = None, machine: dict | None = None) -> Plan:
+    """The cells of a spec (selected by ``only``) and the state of each in the store ``root``.
+
+    ``machine``: the machine key of runtime cells (default: this machine; see
+    :func:`cluster_machine`).
+    """
+    if not isinstance(spec, SweepSpec):
+        spec = load_spec(spec)
+    try:  # the name is the sweep's folder in the store
+        store.check_name("sweep name", spec.name)
+    except UserError as exc:
+        raise UserError(f"{exc}; it comes from the spec file's name {spec.path.name!r}: rename the file") from None
+    if device is not None:
+        parse_device(device)
+    code = code if code is not None else code_version()
+    cells = select(expand(spec, code=code, device=device, machine=machine), parse_filters(only))
+    if not cells:
+        raise UserError(f"--only matches no cell of sweep {spec.name!r}; run with --dry-run and no --only "
+                        f"to see the cells")
+    states = {c.id: cell_state(Path(root), c) for c in cells}
+    return Plan(spec, cells, states, code)
+
+
+PLAN_COLUMNS = ("id", "kind", "config", "L", "seed", "size", "settings", "state")
+
+
+def plan_title(plan: Plan, *, retry_failed: bool = False) -> str:
+    """What every cell shares (the task, the device) and the counts of each state."""
+    devices = sorted({c.spec["device"] for c in plan.cells})
+    return (f"sweep {plan.spec.name} ({plan.spec.path}), task {plan.spec.task} on {', '.join(devices)}: "
+            f"{len(plan.cells)} cells, {plan.count('done')} done, {plan.count('failed')} failed, "
+            f"{plan.count('running')} running elsewhere, {len(plan.to_run(retry_failed))} to run")
+
+
+def plan_rows(plan: Plan, *, retry_failed: bool = False) -> list[dict]:
+    """One row per cell, keyed by :data:`PLAN_COLUMNS`; ``state`` is done | failed | running | todo
+    and ``shown`` what to show for it."""
+    sizes = cell_sizes(plan)
+    rows = []
+    for cell in plan.cells:
+        s = cell.spec
+        state = plan.states[cell.id]
+        rows.append({"id": cell.id[:8], "kind": cell.kind, "config": s["config"], "L": str(s["depth"]),
+                     "seed": str(s["seed"]), "size": sizes[cell.id], "settings": _settings_text(s).strip(),
+                     "state": state, "shown": "failed (rerun)" if state == "failed" and retry_failed else state})
+    return rows
+
+
+def _settings_text(s: dict) -> str:
+    """A cell's settings in a few words: T and repeats of a runtime cell, how long a training cell trains."""
+    if s["kind"] == "runtime":
+        text = f"T={s['seq_len']} x{s['repeats']}"
+        return text + "".join(f" {v}" for v, usual in ((s["implementation"], "default"), (s["dtype"], DEFAULT_DTYPE))
+                              if v != usual)
+    given = {**_preset_length(s), **s}  # how long it trains, from the preset if not given
+    parts = [given.get("preset"), given.get("max_samples") and f"{given['max_samples']:,} samples",
+             given.get("epochs") and f"{given['epochs']} epochs",
+             given.get("batch_size") and f"batch {given['batch_size']}",
+             given.get("early_stopping") is not None and f"early_stopping={given['early_stopping']}"]
+    return ", ".join([p for p in parts if p] + [f"{k}={v}" for k, v in s.get("options", {}).items()])
+
+
+def _preset_length(spec: dict) -> dict:
+    """``max_samples``/``epochs`` of a training cell's preset when the spec gives neither."""
+    from ..training import PRESETS
+
+    preset = PRESETS.get(spec.get("preset") or "")
+    if preset is None or spec.get("max_samples") is not None or spec.get("epochs") is not None:
+        return {}
+    return {"max_samples": preset.max_samples, "epochs": preset.epochs}
+
+
+def cell_sizes(plan: Plan) -> dict[str, str]:
+    """What ``--dry-run`` shows as each cell's model size: ``M=400``, or a budget with the M it
+    gives that configuration at that depth (``slstm:400 -> M=187``), so the literal and the
+    budget-matched readings of the paper (SPEC section 7) are told apart before anything runs."""
+    from ..training import PRESETS
+    from .grid import runtime_io
+
+    io_of = {section.kind: runtime_io(plan.spec, section) for section in plan.spec.sections}
+    sizes = {}
+    for cell in plan.cells:
+        s = cell.spec
+        channels, budget, note = s.get("channels"), s.get("budget"), ""
+        if channels is None and budget is None and s.get("preset") in PRESETS:
+            preset = PRESETS[s["preset"]]
+            channels, budget, note = preset.channels, preset.budget, " (preset)"
+        if channels is not None:
+            sizes[cell.id] = f"M={channels}{note}"
+        elif budget is None:
+            sizes[cell.id] = "(preset)"
+        else:
+            sizes[cell.id] = _budget_size(s, budget, io_of[cell.kind]) + note
+    return sizes
+
+
+def _budget_size(s: dict, budget, io: dict) -> str:
+    """``slstm:400 -> M=187``: the M a budget gives this cell's configuration at its depth."""
+    from ..models import parse_budget, solve_channels
+    from ..models.build import resolve_io
+
+    try:
+        r, out, _ = resolve_io(io.get("vocab"), io.get("input_size"), io.get("output_size"))
+        m = solve_channels(s["config"], s["depth"], parse_budget(budget, input_size=r, output_size=out), r, out)
+        return f"{budget} -> M={m}"
+    except UserError:
+        return f"{budget} (too small)"
+
+
+SUMMARY_COLUMNS = ("id", "cell", "error")
+_OUTCOME_NOTES = {"skipped-failed": " (earlier run; --retry-failed reruns it)", "elsewhere-failed": " (another run)",
+                  "taken": "still running elsewhere", "interrupted": "interrupted"}
+
+
+def summary_rows(summary: Summary) -> tuple[str, list[dict]] | None:
+    """(title, rows keyed by :data:`SUMMARY_COLUMNS`) of the cells that failed or have no record,
+    and why; None if there are none."""
+    outcomes = summary.failures + [o for o in summary.outcomes if o.state not in (*DONE, *FAILED)]
+    if not outcomes:
+        return None
+    failed, missing = len(summary.failures), len(outcomes) - len(summary.failures)
+    title = ", ".join(part for part in (failed and f"{failed} failed cells",
+                                        missing and f"{missing} cells without a record") if part)
+    rows = [{"id": o.cell.id[:10], "cell": o.cell.label(),
+             "error": f"{o.error or ''}{_OUTCOME_NOTES.get(o.state, '')}".strip() or "failed"} for o in outcomes]
+    return title, rows
+
+
+def summary_line(summary: Summary) -> str:
+    ran = summary.count("ok", "failed")
+    line = (f"sweep {summary.sweep}: {summary.planned} cells; ran {ran} ({summary.count('ok')} ok, "
+            f"{summary.count('failed')} failed), already done {summary.count('skipped-done')}, "
+            f"failed earlier {summary.count('skipped-failed')}, "
+            f"done by another run {summary.count('elsewhere-ok', 'elsewhere-failed')}; "
+            f"wall time {summary.wall_time_s:.1f} s")
+    if summary.missing:
+        line += f"; {summary.missing} cell{' has' if summary.missing == 1 else 's have'} no record"
+    if summary.interrupted:
+        line += "; interrupted (rerun the same command to resume)"
+    elif summary.missing:
+        line += " (see the table above)"
+    return line
+
+
+def data_dir_env(data_dir: "str | Path | None") -> dict:
+    """The environment the cells get for ``--data-dir``: ``TLSTM_BENCH_DATA`` set to it (cell
+    processes and SLURM jobs read their data files from there)."""
+    if data_dir is None:
+        return {}
+    path = Path(data_dir).expanduser()
+    if not path.is_dir():
+        raise UserError(f"--data-dir {data_dir} is not a folder; give the folder that holds the data files")
+    return {"TLSTM_BENCH_DATA": str(path.resolve())}
+
+
+def run_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", jobs: int = 1, executor: str = "local",
+              only=(), retry_failed: bool = False, device: str | None = None, slurm: SlurmOptions | None = None,
+              cell_fn: str = DEFAULT_CELL_FN, progress: Progress = None, code: str | None = None,
+              data_dir: "str | Path | None" = None) -> Summary:
+    """Plan and run a sweep; returns the summary (``summary.exit_code`` is what the CLI exits with).
+
+    ``data_dir``: where the cells find enwik8 and MNIST (``TLSTM_BENCH_DATA`` in each cell's
+    environment). ``progress``: a reporter of :mod:`tlstm_bench.events`; silent by default.
+    """
+    env = data_dir_env(data_dir)
+    machine = cluster_machine(executor, slurm)
+    if jobs < 1:
+        raise UserError(f"--jobs must be >= 1, got {jobs}")
+    plan = plan_sweep(spec, root=root, only=only, device=device, code=code, machine=machine)
+    checks.output_dir(Path(root) / plan.spec.name, "the results store")  # before any cell runs
+    if executor == "local":
+        check_device_here(device or plan.spec.device)
+    return run_cells(plan.cells, root, jobs=jobs, executor=executor, cell_fn=cell_fn, retry_failed=retry_failed,
+                     slurm=slurm, progress=progress, extra_env=env)

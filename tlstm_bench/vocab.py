@@ -1,0 +1,112 @@
+"""The project's vocabulary: every name and default that more than one layer uses, defined once.
+
+The models, tasks, timing, training, sweeps, plotting and the CLI all read their shared names
+and defaults from here, so that two copies cannot drift apart. Nothing here imports torch
+(:func:`torch_device` imports it when called), so the CLI, ``plot`` and ``results`` can use it
+at start-up.
+
+* configurations: the seven presets' names in the paper's order (SPEC section 6) and the
+  paper's name for each;
+* implementations: which sequence loop runs when none is named, and which need CUDA;
+* tasks: their names, and what the models read and write for each when no data is at hand;
+* runtime measurement: the protocol's defaults (SPEC section 8);
+* training: the paper's learning rate (SPEC section 9);
+* devices: the one parser of ``cpu``, ``cuda`` and ``cuda:N``.
+"""
+
+from __future__ import annotations
+
+from .errors import UserError
+
+# ---- configurations (SPEC section 6) --------------------------------------------------------
+CONFIG_NAMES = ("slstm", "2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn")  # the paper's order
+PAPER_NAMES = {
+    "slstm": "sLSTM",
+    "2d": "2D tLSTM",
+    "2d-m": "2D tLSTM-M",
+    "2d-f": "2D tLSTM-F",
+    "3d": "3D tLSTM",
+    "3d-ln": "3D tLSTM+LN",
+    "3d-cn": "3D tLSTM+CN",
+}
+
+# ---- implementations (the sequence loops; the registries in tlstm_bench.models name them all) --
+# What runs when no implementation is named, by build_model, timing, training and sweeps alike:
+# the fastest correct path measured on a CPU (results/evidence/REPORT.md). Each is tested
+# against the slow oracle for outputs and gradients (tests/test_equivalence.py).
+DEFAULT_IMPLEMENTATION = {"tlstm": "fast", "slstm": "fused"}
+# The slow, obvious loop every other implementation is tested against.
+ORACLE_IMPLEMENTATION = {"tlstm": "reference", "slstm": "loop"}
+# Implementations that run only on a CUDA device (``time ... --implementation all`` leaves them
+# out on a CPU).
+CUDA_IMPLEMENTATIONS = frozenset({"cuda-graph", "triton"})
+
+# ---- tasks (paper section 3, SPEC section 9) ------------------------------------------------
+TASK_NAMES = ("addition", "memorization", "enwik8", "mnist", "pmnist")
+# enwik8 has 205 distinct byte values (paper section 3.1): the token vocabulary of its models,
+# and the vocabulary runtime measurements use when none is given (the paper's 10M setting).
+ENWIK8_SYMBOLS = 205
+# MNIST and pMNIST read one pixel per step and predict one of ten digits.
+MNIST_IO = {"input_size": 1, "output_size": 10}
+# What a task's model reads and writes when its data files are absent (a runtime cell needs
+# only the sizes).
+TASK_IO_WITHOUT_DATA = {"enwik8": {"vocab": ENWIK8_SYMBOLS}, "mnist": MNIST_IO, "pmnist": MNIST_IO}
+
+# ---- runtime measurement (SPEC section 8) ---------------------------------------------------
+TIMING_VOCAB = ENWIK8_SYMBOLS
+TIMING_SEQ_LEN = 100     # T
+TIMING_REPEATS = 10      # timed runs per case
+TIMING_WARMUP = 3        # untimed runs per case first
+DTYPE_BYTES = {"float32": 4, "float64": 8}  # the dtypes a run may use (timing, sweeps), and their size
+DTYPES = tuple(DTYPE_BYTES)
+DEFAULT_DTYPE = "float32"
+MAX_REPEATS = 100_000    # timed or warm-up runs per case; more is a typo, not a measurement
+
+# ---- training (SPEC section 9: Adam at 1e-3) ------------------------------------------------
+LEARNING_RATE = 1e-3
+
+# ---- devices --------------------------------------------------------------------------------
+DEVICES = "cpu, cuda or cuda:N"
+
+
+def parse_device(device, what: str = "--device") -> str:
+    """``cpu``, ``cuda`` or ``cuda:N`` as given; a one-line error for anything else.
+
+    Reads text only (no torch): whether this machine has that device is
+    :func:`torch_device`'s question.
+    """
+    text = device if isinstance(device, str) else str(device)
+    if text in ("cpu", "cuda") or (text.startswith("cuda:") and text[5:].isdigit()):
+        return text
+    raise UserError(f"{what} must be {DEVICES}, got {device!r}")
+
+
+def gpu_count() -> int:
+    """The CUDA devices torch can use here (0 without a usable GPU). Imports torch."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def missing_gpu(device: str) -> str | None:
+    """Why ``device`` (already parsed) cannot be used on this machine, or None when it can."""
+    if not device.startswith("cuda"):
+        return None
+    count = gpu_count()
+    index = int(device[5:]) if device.startswith("cuda:") else 0
+    if index < count:
+        return None
+    return (f"only {count} GPU(s)" if count else
+            "no usable GPU (CUDA is not available: torch.cuda.is_available() is False)")
+
+
+def torch_device(device, what: str = "--device"):
+    """The ``torch.device`` for ``cpu``, ``cuda`` or ``cuda:N``, refused with one line when this
+    machine lacks it. Imports torch."""
+    import torch
+
+    text = parse_device(device, what)
+    why = missing_gpu(text)
+    if why is not None:
+        raise UserError(f"{what} {text} was asked for, but this machine has {why}; use {what} cpu")
+    return torch.device(text)
