@@ -71,6 +71,10 @@ CASES = [
     ("audit-channels-huge", ["audit", "2d", "--channels", "100000"], "audit", None),
     ("audit-seed-neg", ["audit", "2d", "--seed", "-1"], "--seed", None),
     ("audit-unknown-config", ["audit", "nope"], "unknown config", None),
+    ("audit-window-huge", ["audit", "tlstm:dims=3,kernel=301", "--depths", "1"], "audit", None),
+    ("audit-window-huge-2d-hang", ["audit", "tlstm:dims=2,kernel=10001", "--depths", "1"], "audit", SUB),
+    ("audit-dims-12", ["audit", "tlstm:dims=12,kernel=3", "--depths", "1"], "parameters", None),
+    ("audit-channels-large", ["audit", "2d", "--channels", "5000", "--depths", "1"], "audit", None),
     # ---- time ---------------------------------------------------------------------------------
     ("time-depth-1e6-16TB", ["time", "2d", "--depths", "1000000", "--channels", "4"], "needs at least", None),
     ("time-seq-len-1e9-hang", [*TIME, "--seq-len", "1000000000"], "needs at least", SUB),
@@ -252,7 +256,7 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(case_id, args, expecte
 
 
 def test_the_battery_is_large_and_every_case_distinct():
-    assert len(CASES) >= 55
+    assert len(CASES) >= 80  # issue 11 asked for at least 80
     assert len({c[0] for c in CASES}) == len(CASES)
     assert len({(tuple(c[1]), SPECS.get(c[0])) for c in CASES if not c[0].startswith("module-")}) \
         == len([c for c in CASES if not c[0].startswith("module-")])

@@ -3,6 +3,7 @@ check, the audit's work limit, and the algorithmic tasks that cannot draw a trai
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -95,6 +96,17 @@ def test_the_audit_refuses_work_of_minutes_and_causal_says_not_measured():
     assert causal("3d-ln", 2) is False and causal("3d-cn", 2) is True
 
 
+@pytest.mark.parametrize("config", ["tlstm:dims=3,kernel=301", "tlstm:dims=12,kernel=3", "tlstm:dims=2,kernel=10001"])
+def test_an_audit_of_a_huge_window_is_refused_not_attempted(config):
+    """These crashed `info` (its causal check) and `audit` with an allocation error of 98-377 GB, or
+    hung: the work and size of an audit count the K^(D-1) window too."""
+    with pytest.raises(UserError, match="would (take|build a model)"):
+        check_auditable(config, 1)
+    assert causal(config, 1) is None
+    check_auditable("tlstm:dims=4,kernel=3", 2)  # knobs of ordinary size are still measured
+    assert causal("tlstm:dims=4,kernel=3", 2) is True
+
+
 @pytest.mark.parametrize("task,options", [("memorization", dict(symbols=2, alphabet=4)),
                                           ("memorization", dict(symbols=1, alphabet=8)),
                                           ("addition", dict(digits=1, test_size=1000))])
@@ -123,3 +135,14 @@ def test_data_tasks_check_their_options_without_reading_data(tmp_path, monkeypat
         check_task_options("pmnist", source="svhn")
     with pytest.raises(UserError, match="--perm-seed"):
         check_task_options("pmnist", perm_seed="x")
+
+
+def test_info_of_a_huge_window_prints_its_card_with_causal_not_measured():
+    from typer.testing import CliRunner
+
+    from tlstm_bench.cli import app
+
+    out = CliRunner().invoke(app, ["info", "tlstm:dims=3,kernel=301", "--vocab", "10", "--channels", "8", "--json"])
+    assert out.exit_code == 0, out.output
+    card = json.loads(out.stdout)
+    assert card["causal"] is None and card["params"] > 10**10

@@ -26,22 +26,35 @@ TOLERANCE = 1e-12
 # limit is 15-35 s (3d up to L=38, 2d up to L=134, slstm up to L=48, D=4 up to L=18).
 AUDIT_WORK_LIMIT = 10_000_000
 _SLSTM_LAYER_STEP = 40  # work units of one sLSTM layer step (a Python-level loop) against one location step
+# A location step gathers and multiplies its K^(D-1) window; the presets' windows (at most 9
+# entries) are one work unit, a larger window costs proportionally more (and its index maps
+# hold locations x window entries, so this bound keeps them small too).
+_PRESET_WINDOW = 9
 
 
 def audit_work(config, depth: int, *, channels: int = 3) -> int:
-    """Work units of :func:`audit_one` (passes x steps x locations, times (M/3)^2)."""
+    """Work units of :func:`audit_one` (passes x steps x locations x window / 9, times (M/3)^2)."""
     arch = parse_config(config)
     seq_len = depth + 3
     passes = 2 * seq_len
     if arch.kind == "slstm":
         per_pass = seq_len * depth * _SLSTM_LAYER_STEP
     else:
-        per_pass = (seq_len + depth - 1) * arch.tensor_size(depth) ** (arch.dims - 1)
+        window = max(1.0, arch.kernel_entries / _PRESET_WINDOW)
+        per_pass = (seq_len + depth - 1) * arch.tensor_size(depth) ** (arch.dims - 1) * window
     return int(passes * per_pass * max(1.0, (channels / 3) ** 2))
 
 
+# The audit's model is tiny (M = 3, two inputs and outputs): the presets have at most a few
+# thousand parameters there. A window of K^(D-1) entries per location can still make it
+# billions (the memory-cell kernel is one K^(D-1) vector per location), which no machine holds.
+AUDIT_PARAMS_LIMIT = 10_000_000
+
+
 def check_auditable(config, depth: int, *, channels: int = 3) -> None:
-    """A one-line error when the audit of ``config`` at ``depth`` would take more than about 30 s."""
+    """A one-line error when the audit of ``config`` at ``depth`` would take more than about 30 s,
+    or its model would not be small."""
+    from .models.budget import count_params
     from .models.memory import check_shape
 
     arch = parse_config(config)
@@ -49,6 +62,11 @@ def check_auditable(config, depth: int, *, channels: int = 3) -> None:
     if audit_work(arch, depth, channels=channels) > AUDIT_WORK_LIMIT:
         raise UserError(f"the separability audit of {arch.label} at L={depth} with M={channels} would take "
                         f"minutes to hours (its work grows like L^3 to L^4); audit smaller depths or channels")
+    params = count_params(arch, depth, channels, 2, 2).total
+    if params > AUDIT_PARAMS_LIMIT:
+        raise UserError(f"the separability audit of {arch.label} at L={depth} with M={channels} would build a model "
+                        f"of {params:,} parameters (window of K^(D-1) = {arch.kernel_entries:,} entries); "
+                        f"audit smaller channels, kernel or dims")
 
 
 @dataclass(frozen=True)
@@ -120,14 +138,17 @@ def causal(config, depth: int) -> bool | None:
     configuration and depth; every knob is in the canonical config string), cached per
     canonical string and depth for the life of the process. The global RNG is left as it
     was, so callers (training, timing) draw the same numbers with or without this check.
-    None (not measured) when the audit would take too long (:data:`AUDIT_WORK_LIMIT`).
+    None (not measured) when the audit would take too long or its model be too large
+    (:func:`check_auditable`).
     """
     return _causal(parse_config(config).label, int(depth))
 
 
 @functools.lru_cache(maxsize=None)
 def _causal(label: str, depth: int) -> bool | None:
-    if audit_work(label, depth) > AUDIT_WORK_LIMIT:
+    try:
+        check_auditable(label, depth)
+    except UserError:  # too slow or too large to measure here
         return None
     with torch.random.fork_rng(devices=[]):
         return audit_one(label, depth).max_leak <= TOLERANCE

@@ -77,6 +77,6 @@ def card_table(card: dict) -> Table:
     table.add_row(f"sequential steps, T={card['seq_len']}",
                   f"{card['sequential_steps']:,} ({card['sequential_steps_formula']})")
     verdict = {True: "yes", False: "[red]no: y_t sees later inputs[/]",
-               None: "not measured: the audit at this depth would take too long"}[card["causal"]]
+               None: "not measured: the audit would take too long or its model be too large"}[card["causal"]]
     table.add_row("causal (measured)", verdict)
     return table
