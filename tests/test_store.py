@@ -96,3 +96,15 @@ def test_migrate_adds_measured_causality_to_old_records(tmp_path):
     assert a["causal"] is False and "measured" in a["migrated"]["causal"] and a["ms_per_step"] == 1.0
     assert json.loads((tmp_path / "training" / "b.json").read_text())["causal"] is True
     assert "migrated" not in json.loads((tmp_path / "timing" / "c.json").read_text())
+
+
+def test_a_record_gets_the_mode_open_would_give_not_mkstemps_0600(tmp_path):
+    """Records were 0600 (mkstemp's mode), unreadable to the others who share a store."""
+    import stat
+
+    from tlstm_bench import atomic
+
+    path = atomic.atomic_write(tmp_path / "r.json", lambda fh: fh.write("{}"))
+    plain = tmp_path / "plain"
+    plain.write_text("{}")
+    assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode) == 0o666 & ~atomic._UMASK

@@ -8,6 +8,23 @@ from pathlib import Path
 from typing import IO, Callable
 
 
+def _read_umask() -> int:
+    """The process's umask: from /proc on Linux, else by setting it and setting it back (os has
+    no getter; done once, at import, so no thread sees the temporary value)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 def atomic_write(path: "str | Path", write: Callable[[IO], None], *, binary: bool = False) -> Path:
     """Call ``write(fh)`` on a temporary file beside ``path``, fsync it, and rename it into place.
 
@@ -19,6 +36,10 @@ def atomic_write(path: "str | Path", write: Callable[[IO], None], *, binary: boo
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb" if binary else "w") as fh:
+            if hasattr(os, "fchmod"):
+                # mkstemp makes the file 0600; give it the mode open() would (0666 less the umask),
+                # so records in a shared store (SLURM jobs, colleagues) are as readable as any file.
+                os.fchmod(fh.fileno(), 0o666 & ~_UMASK)
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
