@@ -195,3 +195,15 @@ def test_committed_baseline_counters_match_this_code():
         pytest.skip(f"baseline counted with torch {entry['torch_version']}")
     assert entry["settings"] == MODES["quick"]
     assert _measure_counters(MODES["quick"], "cpu", _cases(MODES["quick"], None)) == entry["counters"]
+
+
+def test_update_writes_into_the_results_dir_it_is_given(tmp_path):
+    """`--results-dir` works for regress as for every command that writes results: `--update`
+    without `--baseline` writes <results dir>/baselines/<device kind>.json (checked before measuring)."""
+    from tlstm_bench.timing.regress import update_target
+
+    assert update_target("cpu", tmp_path / "res") == tmp_path / "res" / "baselines" / "cpu.json"
+    (tmp_path / "res").mkdir()
+    (tmp_path / "res" / "baselines").write_text("a file where the folder goes")
+    result = CliRunner().invoke(app, ["regress", "--quick", "--update", "--results-dir", str(tmp_path / "res")])
+    assert result.exit_code == 2 and "baselines" in result.output and "Traceback" not in result.output

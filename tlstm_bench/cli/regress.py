@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from .app import app, console, handles_user_errors
+from .app import ResultsDir, app, console, handles_user_errors
 
 FORMATS = ("table", "markdown", "json")
 COUNTER_LABELS = {"ops_fwd": "ops fwd", "ops_bwd": "ops bwd", "flops_fwd": "FLOPs fwd", "flops_bwd": "FLOPs bwd",
@@ -30,6 +30,7 @@ def regress(
     tolerance: Annotated[Optional[float], typer.Option(
         help="Timing: a ratio regresses when the low end of its 95% interval is above this x its baseline "
              "(default: the gate's, see docs/ci-gate.md; counters are always compared exactly).")] = None,
+    results_dir: ResultsDir = None,
 ) -> None:
     """Compare counters and runtime-vs-depth ratios with the committed baseline.
 
@@ -49,7 +50,8 @@ def regress(
     if tolerance is not None and not checks.number(tolerance, "--tolerance") > 1:
         raise UserError(f"--tolerance must be above 1 (a factor over the baseline), got {tolerance}")
     if update:  # where the baseline goes, checked before minutes of measuring
-        checks.output_file(baseline if baseline is not None else update_target(device), "--baseline")
+        baseline = str(baseline if baseline is not None else update_target(device, results_dir))
+        checks.output_file(baseline, "--baseline")
     result = run_regress(quick=quick, update=update, baseline=baseline, device=device,
                          tolerance=TOLERANCE if tolerance is None else tolerance,
                          delay=parse_delay(os.environ.get(DELAY_ENV)), inject=os.environ.get(INJECT_ENV))

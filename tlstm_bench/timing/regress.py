@@ -166,15 +166,16 @@ def default_baseline(device: str = "cpu") -> Path:
     return Path(str(resources.files("tlstm_bench.timing").joinpath("baselines", f"{device_kind(device)}.json")))
 
 
-def update_target(device: str = "cpu") -> Path:
-    """Where ``--update`` writes without ``--baseline``: the results folder, never the installed package.
+def update_target(device: str = "cpu", results_dir: "str | Path | None" = None) -> Path:
+    """Where ``--update`` writes without ``--baseline``: the results folder (``results_dir``, else
+    the default one), never the installed package.
 
     To ship it, copy it to ``tlstm_bench/timing/baselines/`` in a checkout (or pass that path
     as ``--baseline``).
     """
     from ..results.store import workspace
 
-    return workspace().baselines / f"{device_kind(device)}.json"
+    return workspace(results_dir).baselines / f"{device_kind(device)}.json"
 
 
 # ---- quantities -------------------------------------------------------------------------
