@@ -282,3 +282,4 @@ def test_a_corrupt_lock_is_broken_and_the_sweep_completes(workspace, fake_env, c
     assert time.monotonic() - start < 30 and "Traceback" not in result.output
     assert not path.exists() and len(records(root)) == 4
     assert executions(fake_env) == {("runtime", target.spec["config"], target.spec["depth"], 0): 1}
+    assert f"broke a corrupt lock file {path.name}" in " ".join(result.output.split())  # said, not silent

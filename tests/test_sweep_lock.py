@@ -31,3 +31,19 @@ def test_lock_is_exclusive_and_stale_locks_are_broken(tmp_path):
     assert locks.claim(tmp_path, "t", "ghi", timeout_s=60) is None          # another host: trusted until expiry
     path2.write_text(json.dumps({"host": "elsewhere", "pid": 1, "expires": time.time() - 1}))
     assert locks.claim(tmp_path, "t", "ghi", timeout_s=60) is not None
+
+
+def test_a_lock_is_readable_like_any_file_and_breaking_a_corrupt_one_is_known(tmp_path):
+    """A 0600 lock (mkstemp's mode) read by another user's sweep looks corrupt, and corrupt locks
+    are broken: locks get open()'s mode. A claim that broke a corrupt lock says so."""
+    import stat
+
+    from tlstm_bench import atomic
+
+    held = locks.claim(tmp_path, "t", "abc", timeout_s=60)
+    assert held is not None and not held.broke_corrupt
+    assert stat.S_IMODE(held.path.stat().st_mode) == 0o666 & ~atomic._UMASK
+    held.release()
+    locks.lock_path(tmp_path, "t", "abc").write_text("{not json")
+    again = locks.claim(tmp_path, "t", "abc", timeout_s=60)
+    assert again is not None and again.broke_corrupt

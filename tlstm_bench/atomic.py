@@ -33,13 +33,9 @@ def atomic_write(path: "str | Path", write: Callable[[IO], None], *, binary: boo
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = temp_beside(path)
     try:
         with os.fdopen(fd, "wb" if binary else "w") as fh:
-            if hasattr(os, "fchmod"):
-                # mkstemp makes the file 0600; give it the mode open() would (0666 less the umask),
-                # so records in a shared store (SLURM jobs, colleagues) are as readable as any file.
-                os.fchmod(fh.fileno(), 0o666 & ~_UMASK)
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
@@ -48,3 +44,21 @@ def atomic_write(path: "str | Path", write: Callable[[IO], None], *, binary: boo
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def temp_beside(path: Path) -> tuple[int, str]:
+    """(fd, name) of a new temporary file beside ``path``, with the mode ``open()`` would give.
+
+    mkstemp makes it 0600; records and locks in a shared store (SLURM jobs, colleagues) must be
+    as readable as any other file (0666 less the umask): a lock another user cannot read would
+    look corrupt to their sweep, which breaks corrupt locks.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if hasattr(os, "fchmod"):
+        try:
+            os.fchmod(fd, 0o666 & ~_UMASK)
+        except OSError:
+            os.close(fd)
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    return fd, tmp

@@ -18,11 +18,10 @@ import json
 import math
 import os
 import socket
-import tempfile
 import time
 from pathlib import Path
 
-from ..atomic import atomic_write
+from ..atomic import atomic_write, temp_beside
 from ..results.store import check_name
 
 GRACE_S = 600.0
@@ -96,7 +95,7 @@ def _write(path: Path, info: dict) -> None:
 
 def _create(path: Path, info: dict) -> bool:
     """Create ``path`` holding ``info`` unless it exists: written whole, then linked into place."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = temp_beside(path)
     try:
         with os.fdopen(fd, "w") as fh:
             json.dump(info, fh)
@@ -121,11 +120,16 @@ def _create_in_place(path: Path, info: dict) -> bool:
 
 
 class CellLock:
-    """A held claim on one cell. Release it with :meth:`release` (or use ``with``)."""
+    """A held claim on one cell. Release it with :meth:`release` (or use ``with``).
 
-    def __init__(self, path: Path, info: dict):
+    ``broke_corrupt``: taking it broke a corrupt lock file (said in the cell's line, so a
+    damaged store does not go unnoticed).
+    """
+
+    def __init__(self, path: Path, info: dict, broke_corrupt: bool = False):
         self.path = path
         self.info = info
+        self.broke_corrupt = broke_corrupt
 
     def add_child(self, pid: int) -> None:
         """Record the cell's process, so the claim outlives a killed sweep while the cell still runs."""
@@ -166,11 +170,14 @@ def claim(root: Path, sweep: str, cell_id: str, *, timeout_s: float) -> CellLock
     path.parent.mkdir(parents=True, exist_ok=True)
     info = {"host": socket.gethostname(), "pid": os.getpid(), "created": time.time(),
             "expires": time.time() + timeout_s + GRACE_S}
+    corrupt = False
     for _ in range(2):
         if _create(path, info):
-            return CellLock(path, info)
-        if not is_stale(read_lock(path), path):
+            return CellLock(path, info, broke_corrupt=corrupt)
+        found = read_lock(path)
+        if not is_stale(found, path):
             return None
+        corrupt = corrupt or found == {}
         _break_stale(path)
     return None
 

@@ -204,7 +204,11 @@ def run_cell(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, 
             if stop is not None and stop.event.is_set():
                 return Outcome(cell, "interrupted")
             env = {**os.environ, **extra_env} if extra_env else None
-            return _run_claimed(cell, root, claim, cell_fn=cell_fn, stop=stop, env=env)
+            outcome = _run_claimed(cell, root, claim, cell_fn=cell_fn, stop=stop, env=env)
+            if claim.broke_corrupt:
+                broke = f"broke a corrupt lock file {claim.path.name}"
+                outcome.note = f"{outcome.note}; {broke}" if outcome.note else broke
+            return outcome
         finally:
             claim.release()
     except UserError as exc:  # its record file was found corrupt while the sweep ran
