@@ -190,3 +190,17 @@ def test_cuda_graph_without_cuda_is_a_clean_error():
                                       "--implementation", "cuda-graph", "--no-store"])
     assert result.exit_code == 2
     assert "needs CUDA" in result.output and "Traceback" not in result.output
+
+
+def test_cuda_graph_hooks_every_parameter_once_also_one_replaced_after_a_capture():
+    """The grad-clone hook (pytorch#181723) was flagged on the model: a parameter replaced after
+    the first capture (the documented way: pop the cached graphs) never got its hook."""
+    from tlstm_bench.models.cuda_graph import _clone_grads_of
+
+    model = build_model("2d", 2, vocab=5, channels=3, implementation="cuda-graph")
+    _clone_grads_of(model.parameters())
+    _clone_grads_of(model.parameters())  # a second capture adds nothing
+    assert all(len(p._backward_hooks) == 1 for p in model.parameters())
+    model.w_h = torch.nn.Parameter(model.w_h.detach().clone())
+    _clone_grads_of(model.parameters())
+    assert all(len(p._backward_hooks) == 1 for p in model.parameters())

@@ -39,11 +39,6 @@ def resolve_channels(arch: ArchConfig, depth: int, channels: int | None, budget,
     return solve_channels(arch, depth, count, input_size, output_size)
 
 
-def check_depth(arch: ArchConfig, depth: int) -> None:
-    """L an integer >= 1 whose model has at most 2^30 locations (:func:`~.memory.check_shape`)."""
-    check_shape(arch, depth)
-
-
 def build_model(config: "str | ArchConfig", depth: int, *, vocab: int | None = None,
                 input_size: int | None = None, output_size: int | None = None,
                 channels: int | None = None, budget: "int | str | None" = None,
@@ -66,7 +61,7 @@ def build_model(config: "str | ArchConfig", depth: int, *, vocab: int | None = N
             ``wavefront``, ``loop``).
     """
     arch = parse_config(config)
-    check_depth(arch, depth)
+    check_shape(arch, depth)  # L an integer >= 1, at most 2^30 locations
     r, s, tokens = resolve_io(vocab, input_size, output_size)
     m = resolve_channels(arch, depth, channels, budget, r, s)
     kwargs = dict(channels=m, input_size=r, output_size=s, tokens=tokens, forget_bias=forget_bias)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from ..checks import integer
 from ..errors import UserError
 from ..vocab import PAPER_NAMES, TIMING_SEQ_LEN
 from .budget import BINARY_MILLION, count_params, parse_budget, slstm_budget_channels, solve_channels
-from .build import check_depth, resolve_channels, resolve_io
+from .build import resolve_channels, resolve_io
 from .config import parse_config
-from .memory import MAX_DIM
+from .memory import check_shape
 
 
 def model_card(config, depth: int, *, vocab: int | None = None, input_size: int | None = None,
@@ -16,8 +15,7 @@ def model_card(config, depth: int, *, vocab: int | None = None, input_size: int 
                seq_len: int = TIMING_SEQ_LEN) -> dict:
     """Everything ``info`` shows, without building the model (counts come from the formula)."""
     arch = parse_config(config)
-    check_depth(arch, depth)
-    integer(seq_len, "--seq-len (T)", maximum=MAX_DIM)
+    check_shape(arch, depth, (seq_len, "--seq-len (T)"))
     r, s, tokens = resolve_io(vocab, input_size, output_size)
     m = resolve_channels(arch, depth, channels, budget, r, s)
     counts = count_params(arch, depth, m, r, s)

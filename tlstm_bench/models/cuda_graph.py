@@ -97,15 +97,20 @@ def run_cuda_graph(model: TLSTM, z: torch.Tensor, state: TLSTMState):
         core = _Core(model)
         graphed = torch.cuda.make_graphed_callables(core, sample, allow_unused_input=True)
         cache[key] = graphed
-        if not model.__dict__.get(_HOOKED):
-            # pytorch/pytorch#181723: see the module docstring. Runs on the summed
-            # gradient of each parameter just before it is accumulated into .grad.
-            for p in core.parameters():
-                p.register_hook(torch.Tensor.clone)
-            model.__dict__[_HOOKED] = True
+        _clone_grads_of(core.parameters())
     h0, c0 = (_CloneGrad.apply(t) if t.requires_grad else t for t in (state.h, state.c))
     h_out, h_t, c_t = graphed(z, h0.contiguous(), c0.contiguous())
     return h_out, TLSTMState(h_t, c_t)
+
+
+def _clone_grads_of(parameters) -> None:
+    """pytorch/pytorch#181723 (see the module docstring): clone each parameter's summed gradient
+    just before it is accumulated into ``.grad``. Marked on the tensor itself, once: a parameter
+    replaced after a capture (``model.__dict__.pop("_cuda_graphs")``) gets its hook at the next one."""
+    for p in parameters:
+        if not getattr(p, _HOOKED, False):
+            p.register_hook(torch.Tensor.clone)
+            setattr(p, _HOOKED, True)
 
 
 TLSTM_IMPLEMENTATIONS["cuda-graph"] = run_cuda_graph

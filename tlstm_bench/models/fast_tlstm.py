@@ -163,7 +163,6 @@ def _backward_loop(src: torch.Tensor, cs: torch.Tensor, acts: torch.Tensor, tns:
         dsrc[s].index_add_(1, hidx, dwindow.view(b, n * kd, m))
 
 
-_NORM_CODE = {"none": 0, "cn": 1, "ln": 2}
 
 
 def _below_autograd():
@@ -203,7 +202,7 @@ class TLSTMSequence(torch.autograd.Function):
         with torch.jit.optimized_execution(False), _below_autograd():
             geo.forward_loop(src, cs, acts, tns, ccs, means, rstds, w_h.reshape(kd * m, gc), b_h,
                              gain if gain is not None else empty, bias if bias is not None else empty,
-                             geo.hidden_index, geo.cell_index, m, n, kd, _NORM_CODE[geo.norm],
+                             geo.hidden_index, geo.cell_index, m, n, kd, geo.norm_code,
                              geo.memory_conv, NORM_EPS)
         seq_len, depth = geo.seq_len, geo.depth
         h_out = src[depth:, :, 1 + n].transpose(0, 1).clone()  # y read at steps L-1 .. S-1
@@ -242,7 +241,7 @@ class TLSTMSequence(torch.autograd.Function):
         with torch.jit.optimized_execution(False), _below_autograd():
             geo.backward_loop(src, cs, acts, tns, ccs, means, rstds, w_h.reshape(kd * m, gc).t(),
                               gain if gain is not None else empty, hidx, geo.cell_index, dsrc, dcs, das,
-                              dns, m, n, kd, _NORM_CODE[geo.norm], geo.memory_conv)
+                              dns, m, n, kd, geo.norm_code, geo.memory_conv)
         needs = ctx.needs_input_grad
         dz = dsrc[:steps, :, 1].transpose(0, 1) if needs[1] else None
         d_wh = d_bh = d_gain = d_bias = None

@@ -109,6 +109,9 @@ def build_index_maps(arch: ArchConfig, tensor_size: int) -> tuple[torch.Tensor, 
     return torch.tensor(hidden, dtype=torch.long), torch.tensor(cell, dtype=torch.long)
 
 
+NORM_CODES = {"none": 0, "cn": 1, "ln": 2}
+
+
 class SequenceShapes:
     """The sizes a sequence implementation needs from its model (not tensors to differentiate):
     M, N, Kd, gate channels, norm, memory conv, depth L and the input length T. The fast and
@@ -120,6 +123,7 @@ class SequenceShapes:
         self.kd = model.arch.kernel_entries
         self.g = model.gate_channels
         self.norm = model.arch.norm
+        self.norm_code = NORM_CODES[self.norm]  # the norm as the compiled loops and kernels take it
         self.memory_conv = model.arch.memory_conv
         self.depth = model.depth
         self.seq_len = seq_len

@@ -106,7 +106,6 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 _INPUT = tl.constexpr(INPUT_SLOT)
 _HOFF = tl.constexpr(HIDDEN_OFFSET)
-_NORM_CODE = {"none": 0, "cn": 1, "ln": 2}
 
 
 # ---- small device helpers ------------------------------------------------------------
@@ -576,6 +575,9 @@ class _Geometry(SequenceShapes):
         super().__init__(model, seq_len)
         maps = _maps(model)
         self.hidden_index, self.cell_index, self.inv_hidden, self.inv_cell, self.input_entries = maps
+        # The model's own int64 maps, flat, for the backward's torch gathers (views: nothing copied).
+        self.hidden_long = model.hidden_index.reshape(-1)
+        self.cell_long = model.cell_index.reshape(-1)
         self.tiles = _tiles(self.n, self.m, self.kd)
         self.nj = triton.cdiv(self.m, self.tiles["BM"])
 
@@ -637,7 +639,7 @@ class TritonSequence(torch.autograd.Function):
     def forward(ctx, geo: _Geometry, z_all, h0, c0, w_h, b_h, gain, bias):
         b, steps, m = z_all.shape
         n, kd, gc, nj = geo.n, geo.kd, geo.g, geo.nj
-        norm = _NORM_CODE[geo.norm]
+        norm = geo.norm_code
         z_all = z_all.contiguous()
         w2 = w_h.reshape(kd * m, gc).contiguous()
         hs = z_all.new_empty(steps + 1, b, n, m)  # hs[s+1] = h_s
@@ -705,7 +707,7 @@ def _backward_steps(geo: _Geometry, buffers: tuple, w2, gain, bias, d_out, d_ht,
     z_all, hs, cs, acts, mean, rstd = buffers
     steps, b = acts.shape[0], acts.shape[1]
     m, n, kd, gc, nj = geo.m, geo.n, geo.kd, geo.g, geo.nj
-    norm = _NORM_CODE[geo.norm]
+    norm = geo.norm_code
     tiles = geo.tiles
     kdp = tiles["KDP"]
     dummy = acts.new_empty(1)
@@ -762,7 +764,7 @@ def _initial_hidden_grad(geo: _Geometry, das, w2):
     b, n, kd, m, gc = das.shape[1], geo.n, geo.kd, geo.m, geo.g
     dwin = (das[0].reshape(b * n, gc) @ w2.t()).view(b, n * kd, m)
     return das.new_zeros(b, HIDDEN_OFFSET + n, m).index_add_(
-        1, geo.hidden_index.reshape(-1).long(), dwin)[:, HIDDEN_OFFSET:]
+        1, geo.hidden_long, dwin)[:, HIDDEN_OFFSET:]
 
 
 def _initial_cell_grad(geo: _Geometry, cs, acts, mean, rstd, dcs, alpha, beta):
@@ -776,7 +778,7 @@ def _initial_cell_grad(geo: _Geometry, cs, acts, mean, rstd, dcs, alpha, beta):
     if not geo.memory_conv:
         return dcf0
     contrib = (acts[0, :, :, 4 * m:].unsqueeze(-1) * dcf0.unsqueeze(2)).reshape(b, n * kd, m)
-    return acts.new_zeros(b, n, m).index_add_(1, geo.cell_index.reshape(-1).long(), contrib)
+    return acts.new_zeros(b, n, m).index_add_(1, geo.cell_long, contrib)
 
 
 def _weight_grad(geo: _Geometry, z_all, hs, acts, w2, das):
@@ -784,7 +786,7 @@ def _weight_grad(geo: _Geometry, z_all, hs, acts, w2, das):
     windows stay under ~64 MB (as in ``fast``)."""
     steps, b = acts.shape[0], acts.shape[1]
     kd, m, gc, n = geo.kd, geo.m, geo.g, geo.n
-    hidx = geo.hidden_index.reshape(-1).long()
+    hidx = geo.hidden_long
     d_wh = w2.new_zeros(kd * m, gc)
     per_step = b * n * kd * m * acts.element_size()
     chunk = max(1, (64 << 20) // max(per_step, 1))

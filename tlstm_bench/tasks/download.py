@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
 from typing import Callable
 
+from ..atomic import temp_beside
 from ..errors import UserError
 from .data import ENWIK8_MD5, ENWIK8_SIZE, ENWIK8_ZIP, MNIST_FILES, Remote
 
@@ -56,11 +56,15 @@ def remote_ok(path: Path, remote: Remote) -> str | None:
     return None if got == remote.md5 else f"md5 {got}, expected {remote.md5}"
 
 
-def fetch(remote: Remote, dest: Path, check: Callable[[Path], str | None], log=print) -> Path:
+def _silent(message: str) -> None:
+    """The default ``log``: library code says nothing unless asked (the CLI passes its console)."""
+
+
+def fetch(remote: Remote, dest: Path, check: Callable[[Path], str | None], log=_silent) -> Path:
     """Download ``remote`` to ``dest`` (trying each URL), keeping it only if ``check`` passes."""
     errors = []
     for url in remote.urls:
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+        fd, tmp = temp_beside(dest)  # the data file gets open()'s mode, not mkstemp's 0600
         try:
             log(f"fetching {url}")
             with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
@@ -78,7 +82,7 @@ def fetch(remote: Remote, dest: Path, check: Callable[[Path], str | None], log=p
     raise UserError(f"could not fetch {remote.name}: {'; '.join(errors)}")
 
 
-def download(dataset: str, data_dir: "str | Path", *, force: bool = False, log=print) -> list[Path]:
+def download(dataset: str, data_dir: "str | Path", *, force: bool = False, log=_silent) -> list[Path]:
     """Fetch ``enwik8`` (``enwik8.zip``) or ``mnist`` (four IDX .gz files) into ``data_dir``."""
     if dataset not in DATASETS:
         raise UserError(f"unknown dataset {dataset!r}; use one of {', '.join(DATASETS)}")
