@@ -99,6 +99,10 @@ def _check_memory(s: TrainSettings, task: Task, device: torch.device) -> None:
                "lower --batch-size, the depth or --channels/--budget")
 
 
+# What a checkpoint must match to be resumed (a subset of the record's identity).
+CHECKPOINT_KEY = ("config", "task", "task_options", "depth", "channels", "batch_size", "seed", "lr")
+
+
 def _identity(model, task: Task, s: TrainSettings, device: torch.device) -> dict:
     """What determines the run's result (a record's identity), with its ``key`` and ``id``.
 
@@ -144,10 +148,8 @@ class Trainer:
         model.to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
         stream = task.train_stream(s.batch_size, s.seed)
-        key = {"config": model.arch.label, "task": task.name, "task_options": task.options(), "depth": s.depth,
-               "channels": model.channels, "batch_size": s.batch_size, "seed": s.seed, "lr": s.lr}
-        self.state = RunState(key, model, optimizer, stream)
         self.record = _identity(model, task, s, device)
+        self.state = RunState({k: self.record[k] for k in CHECKPOINT_KEY}, model, optimizer, stream)
         self.path = checkpoint_path(s.checkpoint_dir) if s.checkpoint_dir is not None else None
         self.epoch_samples = task.epoch_samples(s.batch_size)
         self.checkpoint_every = s.checkpoint_every or s.eval_every
@@ -195,8 +197,9 @@ class Trainer:
         batch = batch.to(self.device)
         logits, new_state = st.model(batch.x, st.carried if task.stateful else None)
         loss = task.loss(logits, batch)
-        if not torch.isfinite(loss):
-            self.failed = (f"training loss became {loss.item()} at step {c.step + 1} (sample {c.samples:,}); "
+        value = loss.item()  # the step's one device sync: the check below and the running mean share it
+        if not math.isfinite(value):
+            self.failed = (f"training loss became {value} at step {c.step + 1} (sample {c.samples:,}); "
                            "no metric is reported. Try a smaller --lr or another seed")
             return None
         st.optimizer.zero_grad(set_to_none=True)
@@ -206,7 +209,6 @@ class Trainer:
             st.carried = _detach(new_state)  # truncated BPTT: the state goes on, the graph does not
         c.step += 1
         c.samples += len(batch)
-        value = loss.item()
         c.loss_sum += value
         c.loss_count += 1
         return value
