@@ -37,6 +37,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests"
+sys.path.insert(0, str(TESTS))  # the sweep tests' helpers: the fake cell and readers of what a sweep left
+
+from sweep_helpers import cell_processes, records  # noqa: E402
+
+from tlstm_bench.sweeps import lock as locks  # noqa: E402
 SPEC = """
 task = "runtime"
 configs = ["slstm", "2d", "2d-m", "3d", "3d-cn"]
@@ -51,39 +56,6 @@ repeats = 2
 CELLS = 5 * 4 * 2
 
 
-def cell_processes(root: Path, parent: int | None = None) -> list[int]:
-    """Live (not zombie) cell processes whose command line names the store ``root`` (and whose
-    parent is ``parent``, if given)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            args = (proc / "cmdline").read_bytes().split(b"\0")
-            state, ppid = (proc / "stat").read_text().rsplit(")", 1)[1].split()[:2]
-        except (OSError, IndexError, ValueError):
-            continue
-        if (b"tlstm_bench.sweeps.cell" in args and str(root).encode() in args and state != "Z"
-                and (parent is None or int(ppid) == parent)):
-            found.append(int(proc.name))
-    return found
-
-
-def alive(pids: list[int]) -> int:
-    count = 0
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        count += state != "Z"
-    return count
-
-
-def records(root: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((root / "kill").glob("*.json"))]
-
-
 def start_sweep(spec: Path, root: Path, jobs: int, env: dict, only: list[str] = ()) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "tlstm_bench", "sweep", str(spec), "--results-dir", str(root.parent),
                              "--cell-fn", "sweep_fakes:cell", "--jobs", str(jobs),
@@ -93,14 +65,8 @@ def start_sweep(spec: Path, root: Path, jobs: int, env: dict, only: list[str] = 
 
 def claimed_by(root: Path, pid: int) -> list[str]:
     """The cells whose lock names ``pid`` as its owner."""
-    ids = []
-    for path in (root / "kill" / ".locks").glob("*.lock"):
-        try:
-            if json.loads(path.read_text()).get("pid") == pid:
-                ids.append(path.stem)
-        except (OSError, ValueError, AttributeError):
-            pass
-    return ids
+    return [path.stem for path in (root / "kill" / ".locks").glob("*.lock")
+            if (locks.read_lock(path) or {}).get("pid") == pid]
 
 
 def kill(proc: subprocess.Popen, spec: Path, root: Path, env: dict, rng: random.Random, args, figures: Counter):
@@ -111,7 +77,7 @@ def kill(proc: subprocess.Popen, spec: Path, root: Path, env: dict, rng: random.
     proc.wait()
     figures["kills"] += 1
     time.sleep(args.orphan_wait_s)
-    figures["orphans"] += alive(cells)
+    figures["orphans"] += sum(map(locks.pid_alive, cells))
     if held and rng.random() < 0.5:
         rerun = start_sweep(spec, root, 2, env, only=held)
         rerun.wait(timeout=600)
@@ -142,10 +108,10 @@ def attack(args: argparse.Namespace, folder: Path) -> dict:
                 kill(proc, spec, root, env, rng, args, figures)
             else:
                 figures["runs that ended by themselves"] += 1
-                figures["early exits (0 with a record missing)"] += proc.returncode == 0 and len(records(root)) < CELLS
+                figures["early exits (0 with a record missing)"] += proc.returncode == 0 and len(records(root, "kill")) < CELLS
     final = start_sweep(spec, root, 2, env)
     final.wait(timeout=600)
-    got = records(root)
+    got = records(root, "kill")
     keys = Counter(r["key"] for r in got)
     runs = Counter(log.read_text().splitlines()) if log.exists() else Counter()
     return {

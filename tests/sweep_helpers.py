@@ -49,3 +49,21 @@ def sweep_process(spec: Path, root: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "tlstm_bench", "sweep", str(spec), "--results-dir", str(root.parent),
                              "--cell-fn", FAKE, *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, env=os.environ.copy())
+
+
+def cell_processes(root: Path, parent: int | None = None) -> list[int]:
+    """Live (not zombie) cell processes whose command line names the store ``root`` (and whose
+    parent is ``parent``, if given)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+            state, ppid = (proc / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, IndexError, ValueError):
+            continue
+        if (b"tlstm_bench.sweeps.cell" in args and str(root).encode() in args and state != "Z"
+                and (parent is None or int(ppid) == parent)):
+            found.append(int(proc.name))
+    return found

@@ -25,11 +25,7 @@ from tlstm_bench.sweeps.grid import expand
 from tlstm_bench.sweeps.plan import run_sweep
 from tlstm_bench.sweeps.spec import load_spec
 
-from sweep_helpers import FAKE, RUNTIME_SPEC, executions, records, sweep_process, write_spec
-
-
-def _alive(pid: int) -> bool:
-    return locks.pid_alive(pid)
+from sweep_helpers import FAKE, RUNTIME_SPEC, cell_processes, executions, records, sweep_process, write_spec
 
 
 def _cell_pids(root: Path, sweep: str = "t") -> list[int]:
@@ -39,21 +35,6 @@ def _cell_pids(root: Path, sweep: str = "t") -> list[int]:
         info = locks.read_lock(path) or {}
         pids += info.get("child_pids", [])
     return pids
-
-
-def _orphans(root: Path) -> list[int]:
-    """Live cell processes of the store ``root`` (a cell's command line names its store)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            args = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"tlstm_bench.sweeps.cell" in args and str(root).encode() in args and _alive(int(proc.name)):
-            found.append(int(proc.name))
-    return found
 
 
 def _wait(condition, timeout: float = 60.0, every: float = 0.05) -> bool:
@@ -84,8 +65,8 @@ def test_cells_die_with_their_sweep(tmp_path, fake_env, monkeypatch):
         pids = _cell_pids(root)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        assert _wait(lambda: not any(_alive(p) for p in pids), timeout=10), "the cells outlived their sweep"
-        assert not _orphans(root)
+        assert _wait(lambda: not any(locks.pid_alive(p) for p in pids), timeout=10), "the cells outlived their sweep"
+        assert not cell_processes(root)
     finally:
         _kill_leftovers(_cell_pids(root))
         proc.kill()
@@ -108,7 +89,7 @@ def test_a_rerun_right_after_a_sigkill_finishes_every_cell(tmp_path, fake_env, m
         after = records(root)
         assert len(after) == 4 and all(r["status"] == "ok" for r in after), output
         assert len({r["key"] for r in after}) == 4
-        assert not _orphans(root)
+        assert not cell_processes(root)
     finally:
         _kill_leftovers(_cell_pids(root))
 
@@ -253,7 +234,7 @@ def test_random_sigkills_lose_and_duplicate_nothing(tmp_path, fake_env, monkeypa
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
             kills += 1
-            orphans += bool(not _wait(lambda: not _orphans(root), timeout=1.0))
+            orphans += bool(not _wait(lambda: not cell_processes(root), timeout=1.0))
         else:
             early += proc.returncode == 0 and len(records(root)) < 12
     final = sweep_process(spec, root, "--jobs", "2")
@@ -263,4 +244,4 @@ def test_random_sigkills_lose_and_duplicate_nothing(tmp_path, fake_env, monkeypa
     assert (kills, orphans, early) == (KILLS, 0, 0)
     assert len(after) == 12 and len({r["key"] for r in after}) == 12 and all(r["status"] == "ok" for r in after)
     assert set(executions(fake_env)) == CELLS
-    assert not _orphans(root) and not list((root / "t" / ".locks").glob("*.lock"))
+    assert not cell_processes(root) and not list((root / "t" / ".locks").glob("*.lock"))
