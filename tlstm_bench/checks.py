@@ -20,8 +20,8 @@ from .errors import UserError
 
 # torch.manual_seed takes 64-bit seeds; a larger one is an OverflowError deep inside torch.
 MAX_SEED = 2**63 - 1
-MAX_THREADS = 1024
-MAX_DIM = 2**31 - 1  # one tensor dimension (M, R, S), a depth, a sequence length: torch's 32-bit index kernels  # torch.set_num_threads: more is a typo (it would start that many threads)
+MAX_THREADS = 1024  # torch.set_num_threads: more is a typo (it would start that many threads)
+MAX_DIM = 2**31 - 1  # one tensor dimension (M, R, S), a depth, a sequence length: torch's 32-bit index kernels
 
 
 def integer(value, what: str, *, minimum: int = 1, maximum: int | None = None) -> int:
@@ -45,13 +45,13 @@ def threads(value, what: str = "--threads") -> int:
     return integer(value, what, maximum=MAX_THREADS)
 
 
-def number(value, what: str, *, positive: bool = True) -> float:
-    """``value`` as a float if it is a finite number (above 0 when ``positive``), else a one-line error."""
+def number(value, what: str) -> float:
+    """``value`` as a float if it is a finite number above 0, else a one-line error."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UserError(f"{what} must be a number, got {value!r}")
     if not math.isfinite(value):
         raise UserError(f"{what} must be a finite number, got {value}")
-    if positive and value <= 0:
+    if value <= 0:
         raise UserError(f"{what} must be above 0, got {value}")
     return float(value)
 

@@ -26,9 +26,6 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, TextIO, Union
 
-KINDS = ("start", "advance", "note", "status", "end")
-LEVELS = ("info", "ok", "warning", "error", "detail")
-
 
 @dataclass(frozen=True)
 class Event:

@@ -37,9 +37,8 @@ def styled(event: Event) -> Text:
 class Renderer:
     """A reporter (``renderer(event)``) that draws on ``console``."""
 
-    def __init__(self, console: Console, *, show_eta: bool = True):
+    def __init__(self, console: Console):
         self.console = console
-        self.show_eta = show_eta
         self.bar: Progress | None = None
         self.task = None
         self.spinner = None
@@ -75,11 +74,9 @@ class Renderer:
 
     def _start(self, event: Event) -> None:
         self.close()
-        columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[status]}"), TimeElapsedColumn()]
-        if self.show_eta:
-            columns.append(TimeRemainingColumn())
-        self.bar = Progress(*columns, console=self.console, transient=False)
+        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[status]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                            console=self.console, transient=False)
         self.bar.start()
         self.task = self.bar.add_task(escape(event.message), total=event.total, completed=event.done or 0,
                                       status="")

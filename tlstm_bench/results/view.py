@@ -27,7 +27,6 @@ DEFAULT_COLUMNS = {
 }
 HEADERS = {"depth": "L", "implementation": "impl", "channels": "M", "ms_per_step": "ms/step", "ms_iqr": "IQR",
            "samples_to_solve": "solved at", "test_metric": "test", "valid_metric": "valid"}
-NESTED = ("spec", "history", "samples", "task_info", "task_options")
 
 NOT_CAUSAL = "†"
 UNKNOWN_CAUSAL = "?"

@@ -76,7 +76,7 @@ def read_lock(path: Path) -> dict | None:
     return info if _valid(info) else {}
 
 
-def is_stale(info: dict | None, path: Path | None = None) -> bool:
+def is_stale(info: dict | None) -> bool:
     """Whether the owner of a lock (as :func:`read_lock` returns it) is gone; a corrupt lock ({}) is."""
     if info is None:
         return False
@@ -137,7 +137,7 @@ class CellLock:
         _write(self.path, self.info)
 
     def release(self) -> None:
-        if read_lock(self.path) == self.info or read_lock(self.path) == {}:
+        if read_lock(self.path) in (self.info, {}):  # ours, or broken since: never another owner's
             self.path.unlink(missing_ok=True)
 
     def __enter__(self):
@@ -158,7 +158,7 @@ def _break_stale(path: Path) -> None:
     if not _create(breaker, mine):
         return
     try:
-        if is_stale(read_lock(path), path):  # re-read under the breaker: it may be fresh by now
+        if is_stale(read_lock(path)):  # re-read under the breaker: it may be fresh by now
             path.unlink(missing_ok=True)
     finally:
         breaker.unlink(missing_ok=True)
@@ -175,7 +175,7 @@ def claim(root: Path, sweep: str, cell_id: str, *, timeout_s: float) -> CellLock
         if _create(path, info):
             return CellLock(path, info, broke_corrupt=corrupt)
         found = read_lock(path)
-        if not is_stale(found, path):
+        if not is_stale(found):
             return None
         corrupt = corrupt or found == {}
         _break_stale(path)
@@ -186,6 +186,6 @@ def holder(root: Path, sweep: str, cell_id: str) -> dict | None:
     """Who holds a live claim on the cell (None if nobody)."""
     path = lock_path(root, sweep, cell_id)
     info = read_lock(path)
-    if info is None or is_stale(info, path):
+    if info is None or is_stale(info):
         return None
     return info

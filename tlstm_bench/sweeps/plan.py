@@ -131,7 +131,7 @@ def cell_sizes(plan: Plan) -> dict[str, str]:
     from ..training import PRESETS
     from .grid import runtime_io
 
-    io_of = {section.kind: runtime_io(plan.spec, section) for section in plan.spec.sections}
+    train_io: dict | None = None  # the task's sizes, built (at most once) only if a training cell needs them
     sizes = {}
     for cell in plan.cells:
         s = cell.spec
@@ -144,7 +144,13 @@ def cell_sizes(plan: Plan) -> dict[str, str]:
         elif budget is None:
             sizes[cell.id] = "(preset)"
         else:
-            sizes[cell.id] = _budget_size(s, budget, io_of[cell.kind]) + note
+            if cell.kind == "runtime":  # expand() put the sizes into the cell
+                io = {k: s.get(k) for k in ("vocab", "input_size", "output_size")}
+            else:
+                if train_io is None:
+                    train_io = runtime_io(plan.spec, next(x for x in plan.spec.sections if x.kind == "train"))
+                io = train_io
+            sizes[cell.id] = _budget_size(s, budget, io) + note
     return sizes
 
 
@@ -220,6 +226,8 @@ def run_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", jobs: int =
     machine = cluster_machine(executor, slurm)
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")
+    # Planning reads every cell's record (and lock) before any cell runs: a corrupt record stops
+    # the sweep with one line naming it, instead of surfacing midway as one cell's outcome.
     plan = plan_sweep(spec, root=root, only=only, device=device, code=code, machine=machine)
     checks.output_dir(Path(root) / plan.spec.name, "the results store")  # before any cell runs
     if executor == "local":

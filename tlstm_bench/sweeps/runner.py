@@ -41,7 +41,6 @@ from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from ..errors import UserError
 from ..events import Event, Progress, Reporter, note, reporter, silent
@@ -170,7 +169,7 @@ class _Stop:
                 _kill(proc)
 
 
-def _recorded(root: Path, cell: Cell, retry_failed: bool) -> Outcome | None:
+def recorded_outcome(root: Path, cell: Cell, retry_failed: bool) -> Outcome | None:
     """The outcome of a cell that needs no run (its record exists), else None."""
     status = read_status(root, cell)
     if status == "ok" or (status is not None and not retry_failed):
@@ -188,14 +187,14 @@ def run_cell(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, 
     """
     root = Path(root)
     try:
-        done = _recorded(root, cell, retry_failed)
+        done = recorded_outcome(root, cell, retry_failed)
         if done is not None:
             return done
         claim = locks.claim(root, cell.sweep, cell.id, timeout_s=cell.timeout_s)
         if claim is None:
             return Outcome(cell, "taken")
         try:
-            done = _recorded(root, cell, retry_failed)  # finished elsewhere while we planned?
+            done = recorded_outcome(root, cell, retry_failed)  # finished elsewhere while we planned?
             if done is not None:
                 return done
             collected = harvest(root, cell) if read_status(root, cell) is None else None
@@ -361,8 +360,8 @@ def _term_interrupts():
 
 
 def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DEFAULT_CELL_FN,
-              retry_failed: bool = False, report: Reporter = silent, extra_env: dict | None = None,
-              on_outcome: Callable[[Outcome], None] | None = None) -> tuple[list[Outcome], bool]:
+              retry_failed: bool = False, report: Reporter = silent,
+              extra_env: dict | None = None) -> tuple[list[Outcome], bool]:
     """Run cells with ``jobs`` at once on this machine; returns (outcomes, interrupted)."""
     stop = _Stop()
     outcomes: list[Outcome] = []
@@ -396,8 +395,6 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
                     line = outcome_note(outcome)
                     if line is not None:
                         report(line)
-                    if on_outcome:
-                        on_outcome(outcome)
                 advance()
     except KeyboardInterrupt:
         stop.kill_all()
@@ -410,7 +407,7 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
 
 
 def wait_elsewhere(cells: list[Cell], root: Path, *, report: Reporter = silent,
-                   poll_s: float = WAIT_POLL_S) -> tuple[list[Outcome], list[Cell], list[Cell]]:
+                   ) -> tuple[list[Outcome], list[Cell], list[Cell]]:
     """Wait while live processes elsewhere (another sweep, a SLURM job) hold ``cells``.
 
     Returns as soon as one of them is free to take (its owner died without a record) or all
@@ -438,7 +435,7 @@ def wait_elsewhere(cells: list[Cell], root: Path, *, report: Reporter = silent,
             told = True
         report(Event("status", text))
         waiting = held
-        time.sleep(poll_s)
+        time.sleep(WAIT_POLL_S)
 
 
 def _finished_elsewhere(root: Path, cell: Cell) -> Outcome | None:

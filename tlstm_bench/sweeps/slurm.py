@@ -21,7 +21,7 @@ from ..results import store
 from . import lock as locks
 from .cell import DEFAULT_CELL_FN, make_record, one_line
 from .grid import Cell
-from .runner import Outcome, harvest, outcome_note, read_status, record_path, run_cell, store_record
+from .runner import Outcome, harvest, outcome_note, record_path, recorded_outcome, run_cell, store_record
 
 
 @dataclass
@@ -32,7 +32,6 @@ class SlurmOptions:
     array_parallelism: int = 32
     cpus_per_job: int | None = None
     cluster: str = "slurm"        # "slurm", or "local" (submitit's LocalExecutor: real subprocesses)
-    folder: Path | None = None
 
 
 # squeue states of a job SLURM no longer runs (a job squeue has forgotten has ended too).
@@ -42,6 +41,7 @@ _ENDED = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAI
 # shared filesystem may show the file late (submitit itself waits 15 s for it).
 DEAD_JOB_GRACE_S = 15.0
 SQUEUE_EVERY_S = 10.0
+POLL_S = 2.0  # between looks at the submitted jobs' results
 
 
 def slurm_states(job_name: str) -> dict[str, str] | None:
@@ -82,9 +82,9 @@ def _split(cells: list[Cell], root: Path, retry_failed: bool) -> tuple[list[Cell
     """(cells to submit, outcomes of those that need no job: recorded, or run by an earlier job)."""
     todo, outcomes = [], []
     for cell in cells:
-        status = read_status(root, cell)
-        if status == "ok" or (status is not None and not retry_failed):
-            outcomes.append(Outcome(cell, "skipped-done" if status == "ok" else "skipped-failed"))
+        recorded = recorded_outcome(root, cell, retry_failed)
+        if recorded is not None:
+            outcomes.append(recorded)
         elif locks.holder(root, cell.sweep, cell.id):  # a job of an earlier submission still runs it
             outcomes.append(Outcome(cell, "taken"))
         else:
@@ -115,7 +115,7 @@ def _executor(options: SlurmOptions, folder: Path, job_name: str, timeout_min: i
 
 def run_slurm(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_fn: str = DEFAULT_CELL_FN,
               retry_failed: bool = False, report: Reporter, extra_env: dict | None = None,
-              poll_s: float = 2.0) -> tuple[list[Outcome], bool]:
+              ) -> tuple[list[Outcome], bool]:
     """Submit every cell that needs a run as one job of a SLURM array and wait for them;
     returns (outcomes, interrupted)."""
     try:
@@ -128,7 +128,7 @@ def run_slurm(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_fn: 
     todo, outcomes = _split(cells, root, retry_failed)
     if not todo:
         return outcomes, False
-    folder = options.folder or Path(root) / cells[0].sweep / ".submitit"
+    folder = Path(root) / cells[0].sweep / ".submitit"
     job_name = f"tlstm-{cells[0].sweep}"
     timeout_min = max(options.time_limit_min, int(max(c.timeout_s for c in todo) / 60) + 2)
     executor = _executor(options, folder, job_name, timeout_min)
@@ -139,7 +139,7 @@ def run_slurm(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_fn: 
     note(report, f"submitted {len(jobs)} jobs ({options.cluster}); job ids {jobs[0].job_id} ... {jobs[-1].job_id}; "
          f"logs in {folder}")
     try:
-        _wait_for_jobs(list(zip(todo, jobs)), outcomes, root, options, folder, job_name, report, poll_s)
+        _wait_for_jobs(list(zip(todo, jobs)), outcomes, root, options, folder, job_name, report)
     except KeyboardInterrupt:
         note(report, "interrupted: the submitted jobs keep running and write their records; "
              "rerun the same command later to collect them (or scancel them)", "warning")
@@ -148,7 +148,7 @@ def run_slurm(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_fn: 
 
 
 def _wait_for_jobs(remaining: list, outcomes: list[Outcome], root: Path, options: SlurmOptions, folder: Path,
-                   job_name: str, report: Reporter, poll_s: float) -> None:
+                   job_name: str, report: Reporter) -> None:
     """Poll the (cell, job) pairs until each has an outcome (its result, or how it died),
     appended to ``outcomes`` as it comes."""
     ended: dict[str, tuple[float, str]] = {}   # job id -> when squeue first said it ended (no result yet), how
@@ -164,7 +164,7 @@ def _wait_for_jobs(remaining: list, outcomes: list[Outcome], root: Path, options
             outcomes.append(outcome)
             _report_job(report, outcome, job)
         if remaining:
-            time.sleep(poll_s)
+            time.sleep(POLL_S)
 
 
 def _job_outcome(cell: Cell, job, root: Path, options: SlurmOptions, folder: Path, states: dict | None,

@@ -111,10 +111,7 @@ class _Checker:
         return value
 
     def integer(self, key: str, value, *, minimum: int = 1, maximum: int | None = None) -> int:
-        try:
-            return checks.integer(value, "it", minimum=minimum, maximum=maximum)
-        except UserError as exc:
-            raise self.error(key, str(exc).removeprefix("it "), value, show_value=False) from None
+        return checks.integer(value, f"{self.path}: key '{key}'", minimum=minimum, maximum=maximum)
 
     def number(self, key: str, value) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
