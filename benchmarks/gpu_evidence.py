@@ -1098,13 +1098,7 @@ class Worker:
         return [n for n in usable if st.status(n) in ("failed", "unchecked")]
 
     def channels_of(self, size: str):
-        from tlstm_bench.models import parse_budget, solve_channels
-
-        spec = self.cfg.sizes[size]
-        if "channels" in spec:
-            return lambda config, depth: spec["channels"]
-        count = parse_budget(spec["budget"], input_size=self.cfg.vocab, output_size=self.cfg.vocab)
-        return lambda config, depth: solve_channels(config, depth, count, self.cfg.vocab, self.cfg.vocab)
+        return channels_of(self.cfg, size)
 
     def timing_units(self, phase: Phase):
         for config in PRIORITY_CONFIGS:
@@ -1407,6 +1401,7 @@ def check_cost(impl: str, device: str) -> float:
 
 def regress_estimate(cost: Cost, settings: dict | None) -> float:
     """Seconds the regress gate takes to measure its quick and full modes (part d)."""
+    from tlstm_bench.timing.protocol import default_implementation
     from tlstm_bench.timing.regress import MODES
 
     total = 0.0
@@ -1414,17 +1409,26 @@ def regress_estimate(cost: Cost, settings: dict | None) -> float:
         s = {**MODES[mode], **(settings or {})}
         for config in s["configs"]:
             for depth in s["depths"]:
-                impl = "fused" if config == "slstm" else "fast"
+                impl = default_implementation(config)  # what the gate's cases run
                 run = cost.run_s(impl, "m100", config, depth, s["channels"], s["seq_len"])
                 total += 0.1 + (s["warmup"] + 1) * run + s["repeats"] * max(s["min_sample_s"], run)
     return total
 
 
+def channels_of(cfg, size: str):
+    """(config, depth) -> M of the size ``size`` (M given, or solved for the size's budget)."""
+    from tlstm_bench.models import parse_budget, solve_channels
+
+    spec = cfg.sizes[size]
+    if "channels" in spec:
+        return lambda config, depth: spec["channels"]
+    count = parse_budget(spec["budget"], input_size=cfg.vocab, output_size=cfg.vocab)
+    return lambda config, depth: solve_channels(config, depth, count, cfg.vocab, cfg.vocab)
+
+
 def print_plan(device: str, tiny: bool, budget_s: float, skip=(), extra_impls: tuple = ("triton",)) -> None:
     """The plan with the prior estimates (no measurement): what runs in which order, and when the
     budget would cut it if every estimate held. Assumes every implementation passes part a."""
-    from tlstm_bench.models import parse_budget, solve_channels
-
     cfg = make_settings(tiny)
     cost = Cost(device)
     tlstm = ["fast", "cuda-graph", *extra_impls] if device == "cuda" else ["fast"]
@@ -1436,13 +1440,6 @@ def print_plan(device: str, tiny: bool, budget_s: float, skip=(), extra_impls: t
     a_cap = cfg.a_share * budget_s
     rows.append(("a", f"{len(SLSTM_TIMED) * 4 + len(tlstm) * (n_checks + 2)} checks + audit "
                       f"(capped at {a_cap:.0f} s)", min(a_cap, a + 8 * (1.5 if device == "cuda" else 0.5))))
-
-    def channels_of(size):
-        spec = cfg.sizes[size]
-        if "channels" in spec:
-            return lambda c, d: spec["channels"]
-        count = parse_budget(spec["budget"], input_size=cfg.vocab, output_size=cfg.vocab)
-        return lambda c, d: solve_channels(c, d, count, cfg.vocab, cfg.vocab)
 
     for step in cfg.order:
         if step in skip:
@@ -1460,7 +1457,7 @@ def print_plan(device: str, tiny: bool, budget_s: float, skip=(), extra_impls: t
                          "eager": [] if slstm else ["eager"]}[phase.select]
                 cases += [(config, d, i) for d in cfg.depths for i in impls]
             rows.append((step, f"{phase.size} {phase.select}: {len(cases)} cases, {phase.warmup} warm-up + "
-                               f"{phase.repeats} repeats", cost.group_s(cases, phase.size, channels_of(phase.size),
+                               f"{phase.repeats} repeats", cost.group_s(cases, phase.size, channels_of(cfg, phase.size),
                                                                         cfg.seq_len, phase.warmup, phase.repeats)))
         elif step.startswith("c:"):
             spec = next(t for t in cfg.training if t.key == step[2:])

@@ -158,9 +158,9 @@ def best_checkpoint(sweep: str, *, task: str | None = None, root: "str | Path | 
     performing tLSTM" of each task): lowest BPC or highest accuracy, then fewest samples to
     solve. Sweep cells keep their checkpoint in ``<store>/<sweep>/.checkpoints/<cell id>/``."""
     from ..results.frame import read_frame
-    from ..results.store import workspace
+    from ..results.store import default_root
 
-    store = Path(root) if root is not None else workspace().store
+    store = Path(root) if root is not None else default_root()
     frame = read_frame([sweep], root=store)
     rows = frame[(frame["kind"] == "train") & (frame["status"] == "ok") & (frame["config"] != "slstm")]
     if task is not None:

@@ -42,7 +42,7 @@ def plot_results(sweeps: "list[str] | None" = None, *, out: "str | Path | None" 
     Raises UserError when there are no records to draw.
     """
     out = Path(out) if out is not None else workspace().figures
-    frame = read_frame(sweeps, root=root if root is not None else workspace().store)
+    frame = read_frame(sweeps, root=root)
     report = PlotReport(records=len(frame))
     for sweep in dict.fromkeys(frame["collection"]):
         rows = frame[frame["collection"] == sweep]

@@ -148,7 +148,7 @@ def _panels(train: pd.DataFrame, runtime: pd.DataFrame) -> list[tuple[str, pd.Da
 
 def _cell_statuses(result: TaskFigure, train: pd.DataFrame, runtime: pd.DataFrame, expected: dict) -> dict:
     """{kind: CellStatus}; the missing, failed and unsolved cells are listed in ``result``."""
-    statuses = {kind: cell_status(part, kind, expected.get(kind))
+    statuses = {kind: cell_status(part, expected.get(kind))
                 for kind, part in (("train", train), ("runtime", runtime)) if len(part)}
     for kind, status in statuses.items():
         result.missing += [f"{kind} {c} L={d}" for c, d in status.missing]

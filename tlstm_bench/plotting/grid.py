@@ -10,7 +10,6 @@ grid is reported even without a spec file).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
@@ -28,10 +27,10 @@ class CellStatus:
     errors: dict[tuple[str, int], str] = field(default_factory=dict)
 
 
-def sweep_file_grid(sweep: str, path: "Path | None" = None) -> dict[str, tuple[list[str], list[int]]]:
-    """{kind: (configs, depths)} from the shipped spec of ``sweep`` (or ``path``); {} when there is
-    none, or it is not a valid spec."""
-    path = path if path is not None else shipped_spec(sweep)
+def sweep_file_grid(sweep: str) -> dict[str, tuple[list[str], list[int]]]:
+    """{kind: (configs, depths)} from the shipped spec of ``sweep``; {} when there is none, or it is
+    not a valid spec."""
+    path = shipped_spec(sweep)
     if path is None or not path.is_file():
         return {}
     try:
@@ -41,7 +40,7 @@ def sweep_file_grid(sweep: str, path: "Path | None" = None) -> dict[str, tuple[l
     return {section.kind: (list(section.configs), list(section.depths)) for section in spec.sections}
 
 
-def cell_status(rows: pd.DataFrame, kind: str, expected: "tuple[list[str], list[int]] | None" = None) -> CellStatus:
+def cell_status(rows: pd.DataFrame, expected: "tuple[list[str], list[int]] | None" = None) -> CellStatus:
     """Expected, missing and failed (config, depth) cells for the records of one kind.
 
     ``expected``: (configs, depths) the sweep's spec file asks for, when known.

@@ -17,7 +17,7 @@ import pandas as pd
 from ..errors import UserError
 from ..vocab import CONFIG_NAMES
 from .schema import FIELDS, normalise
-from .store import collections as store_collections, load_records
+from .store import collections as store_collections, default_root, load_records
 
 NUMERIC = ("depth", "seed", "channels", "tensor_size", "params", "seq_len", "threads", "ms_per_step", "ms_q25",
            "ms_q75", "ms_iqr", "valid_metric", "test_metric", "sequence_accuracy", "samples_seen",
@@ -29,13 +29,14 @@ def config_order(config: str) -> tuple:
     return (CONFIG_NAMES.index(config), "") if config in CONFIG_NAMES else (len(CONFIG_NAMES), str(config))
 
 
-def read_frame(names: "str | list[str] | None" = None, *, root: "str | Path",
+def read_frame(names: "str | list[str] | None" = None, *, root: "str | Path | None" = None,
                all_versions: bool = False) -> pd.DataFrame:
-    """Records of the named collections (default: all) under the store ``root``, one row each.
+    """Records of the named collections (default: all) under the store ``root`` (default: the
+    default workspace's), one row each.
 
     Raises UserError when a named collection has no records or nothing is found.
     """
-    root = Path(root)
+    root = Path(root) if root is not None else default_root()
     present = store_collections(root) if root.is_dir() else []
     wanted = [names] if isinstance(names, str) else list(dict.fromkeys(names or present))
     unknown = [n for n in wanted if n not in present]
