@@ -170,8 +170,11 @@ def best_checkpoint(sweep: str, *, task: str | None = None, root: "str | Path | 
     if rows.empty:
         raise UserError(f"no trained tLSTM for {what} in sweep {sweep}; run `tlstm-bench sweep {sweep}` first, "
                         "or give a checkpoint")
-    folder = store / sweep / ".checkpoints"
-    rows = rows[[(folder / str(i) / "checkpoint.pt").is_file() for i in rows["id"]]]
+    from ..sweeps.cell import cell_checkpoint_dir
+    from ..training import checkpoint_path
+
+    folder = cell_checkpoint_dir(store, sweep, "")
+    rows = rows[[checkpoint_path(cell_checkpoint_dir(store, sweep, str(i))).is_file() for i in rows["id"]]]
     if rows.empty:
         raise UserError(f"sweep {sweep} has trained tLSTMs for {what} but no checkpoint of them in {folder} "
                         "(a sweep deletes a finished cell's checkpoint); train one with `tlstm-bench train CONFIG "

@@ -9,7 +9,6 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ..checks import output_dir
 from ..results.store import workspace
 from ..sweeps.cell import DEFAULT_CELL_FN
 from ..vocab import DEVICES
@@ -58,7 +57,7 @@ def sweep(
     folder = workspace(results_dir)
     root = folder.store
     if not dry_run:  # before any work: a store that cannot be written would lose every result
-        output_dir(folder.root, "--results-dir" if results_dir is not None else "the results folder")
+        folder.check_writable()
     slurm = SlurmOptions(partition=partition, gpus_per_job=gpus_per_job, time_limit_min=time_limit,
                          array_parallelism=array_parallelism, cpus_per_job=cpus_per_job, cluster=submitit_cluster)
     if dry_run:

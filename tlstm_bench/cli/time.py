@@ -42,15 +42,13 @@ def time_(
     results_dir: ResultsDir = None,
 ) -> None:
     """Time forward + loss + backward per timestep, batch 1, warm-up excluded, median and IQR."""
-    from .. import checks
     from ..results import workspace  # the core is imported here: a torch-free CLI start-up
     from ..timing import measure_cases, plan_cases
     from .save import save_records
 
     folder = workspace(results_dir)
     if store:  # checked before timing, not after
-        checks.output_dir(folder.root, "--results-dir")
-        checks.output_dir(folder.store / "timing", "the records folder")
+        folder.check_writable("timing")
 
     if as_json and as_csv:
         raise UserError("give at most one of --json and --csv")

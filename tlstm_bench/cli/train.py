@@ -72,13 +72,12 @@ def train(
     record could not be written (it is kept elsewhere; the message says where), 2 on bad input,
     130 when interrupted (rerun with the same --checkpoint-dir to resume).
     """
-    from .. import checks, training
+    from .. import training
     from ..results import workspace
     from .save import save_records
 
     folder = workspace(results_dir)
-    checks.output_dir(folder.root, "--results-dir")  # a bad folder fails before training, not after
-    records = checks.output_dir(folder.store / "training", "the records folder")
+    folder.check_writable("training")  # a bad folder fails before training, not after
     settings = training.TrainSettings(
         config, depth, task=task, preset=preset, channels=channels, budget=budget, max_samples=max_samples,
         epochs=epochs, batch_size=batch_size, eval_every=eval_every, patience=patience,
@@ -88,7 +87,7 @@ def train(
                       "perm_seed": perm_seed, "path": data})
     try:
         with Renderer(err_console) as report:
-            record = training.train(settings, progress=report, on_start=lambda run: _skip_if_recorded(records, run))
+            record = training.train(settings, progress=report, on_start=lambda run: _skip_if_recorded(folder.store, run))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     except _Recorded as done:
@@ -101,13 +100,13 @@ def train(
         raise fail(f"training failed: {record['error']}", 1)
 
 
-def _skip_if_recorded(records: Path, run: dict) -> None:
+def _skip_if_recorded(store: Path, run: dict) -> None:
     """``on_start``: stop a run whose ``ok`` record is already in the store (a corrupt one is replaced)."""
-    from ..results import read_record
+    from ..results.store import read_record, record_path
 
-    path = records / f"{run['id']}.json"
+    path = record_path(store, "training", run["id"])  # the store's own name and link checks
     try:
-        done = path.is_file() and read_record(path).get("status") == "ok"
+        done = (read_record(path, missing_ok=True) or {}).get("status") == "ok"
     except UserError:  # a corrupt record of this run: train again and replace it
         done = False
     if done:

@@ -26,7 +26,7 @@ import math
 import os
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import atomic_write
@@ -55,6 +55,13 @@ class Workspace:
     """The folder the tool writes to, and its parts."""
 
     root: Path
+    source: str = field(default="the results folder", compare=False)  # how the user named it (errors)
+
+    def check_writable(self, collection: str | None = None) -> Path:
+        """A one-line error, before any work, when the folder (and ``store/<collection>``) cannot be
+        written; returns the collection's folder (or the root)."""
+        output_dir(self.root, self.source)
+        return output_dir(self.store / collection, "the records folder") if collection else self.root
 
     @property
     def store(self) -> Path:
@@ -86,7 +93,7 @@ def workspace(results_dir: "str | Path | None" = None) -> Workspace:
             raise UserError(f"{root} holds records directly ({holders[0].name}/*.json); a results folder keeps "
                             f"them under store/: move them to {root / 'store'}/, or give --results-dir "
                             f"{root.parent} if {root.name}/ is the store of that folder")
-    return Workspace(root)
+    return Workspace(root, source)
 
 
 def default_root() -> Path:

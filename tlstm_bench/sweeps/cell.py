@@ -123,13 +123,18 @@ def resolve(fn: str):
     return getattr(importlib.import_module(module), name or "execute")
 
 
+def cell_checkpoint_dir(root: "str | Path", sweep: str, cell_id: str) -> Path:
+    """Where a training cell checkpoints (and resumes from): ``<store>/<sweep>/.checkpoints/<id>/``."""
+    return Path(root) / sweep / ".checkpoints" / cell_id
+
+
 def call_cell(cell: Cell, root: Path, fn: str = DEFAULT_CELL_FN) -> dict:
     """Call the cell function here, in this process; return ``{"result": ...}`` or ``{"error": ...}``."""
-    checkpoint_dir = Path(root) / cell.sweep / ".checkpoints" / cell.id
+    checkpoints = cell_checkpoint_dir(root, cell.sweep, cell.id)
     try:
         func = resolve(fn)
         if fn == DEFAULT_CELL_FN:
-            return {"result": func(cell.spec, checkpoint_dir=checkpoint_dir)}
+            return {"result": func(cell.spec, checkpoint_dir=checkpoints)}
         return {"result": func(cell.spec)}
     except Exception as exc:  # noqa: BLE001 - any failure of the cell fails this cell only
         traceback.print_exc()

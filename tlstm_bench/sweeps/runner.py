@@ -46,7 +46,7 @@ from ..errors import UserError
 from ..events import Event, Progress, Reporter, note, reporter, silent
 from ..results import store
 from . import lock as locks
-from .cell import DEFAULT_CELL_FN, cell_to_json, make_record
+from .cell import DEFAULT_CELL_FN, cell_checkpoint_dir, cell_to_json, make_record
 from .grid import Cell
 
 LOG_TAIL = 400
@@ -290,7 +290,7 @@ def store_record(cell: Cell, root: Path, record: dict, wall: float, note: str | 
     for path in _results_left(root, cell):
         path.unlink(missing_ok=True)
     if record["status"] == "ok":  # a finished cell needs no checkpoint to resume from
-        shutil.rmtree(Path(root) / cell.sweep / ".checkpoints" / cell.id, ignore_errors=True)
+        shutil.rmtree(cell_checkpoint_dir(root, cell.sweep, cell.id), ignore_errors=True)
     return Outcome(cell, record["status"], record.get("error"), wall, record, note)
 
 
