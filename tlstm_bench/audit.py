@@ -146,12 +146,11 @@ def causal(config, depth: int) -> bool | None:
 
 @functools.lru_cache(maxsize=None)
 def _causal(label: str, depth: int) -> bool | None:
-    try:
-        check_auditable(label, depth)
-    except UserError:  # too slow or too large to measure here
-        return None
     with torch.random.fork_rng(devices=[]):
-        return audit_one(label, depth).max_leak <= TOLERANCE
+        try:
+            return audit_one(label, depth).max_leak <= TOLERANCE  # audit_one checks it is auditable first
+        except UserError:  # too slow or too large to measure here
+            return None
 
 
 def explain(config) -> str | None:
