@@ -78,7 +78,7 @@ def start_load() -> subprocess.Popen:
 def injection_cost(injection: str) -> dict[str, float]:
     """Median over interleaved rounds of (injected tLSTM run) / (normal run), per case of the quick set."""
     from tlstm_bench.timing import inject
-    from tlstm_bench.timing.protocol import Case, measure_cases
+    from tlstm_bench.timing import Case, measure_cases
     from tlstm_bench.timing.regress import MODES
 
     s = MODES["quick"]

@@ -11,7 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from tlstm_bench.timing.counters import COUNTERS, OpCounter, count_cases, count_run
-from tlstm_bench.timing.protocol import Case, _Run, cpu_settings
+from tlstm_bench.timing.protocol import Case, StepRun, cpu_settings
 
 M = 8
 
@@ -24,7 +24,7 @@ def _one_thread_flushed():
 
 
 def _run(config, depth, implementation=None, seq_len=10, channels=M):
-    run = _Run(Case(config, depth, implementation), channels=channels, budget=None, vocab=11, input_size=None,
+    run = StepRun(Case(config, depth, implementation), channels=channels, budget=None, vocab=11, input_size=None,
                output_size=None, seq_len=seq_len, device=torch.device("cpu"), dtype=torch.float32, seed=0)
     run()  # as count_cases does: lazy initialisation is not counted
     return run

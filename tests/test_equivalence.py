@@ -1,13 +1,13 @@
 """Every implementation equals its slow oracle: outputs, final state and every gradient.
 
-One matrix. The tLSTM's sequence loops (``eager``, ``fast``, ``cuda-graph``, ``triton``) are
+One matrix. The tLSTM's sequence loops (``eager``, ``fast``, ``triton``) are
 checked against ``reference`` (models/oracle.py, the literal per-location loop), the sLSTM's
 (``fused``, ``wavefront``) against ``loop``. The oracle runs in float64 on the CPU; each
-implementation runs where it can and is skipped with the reason elsewhere: ``cuda-graph`` needs
-CUDA; ``triton`` needs the gpu extra and a GPU or Triton's CPU interpreter (``tests/conftest.py``
+implementation runs where it can and is skipped with the reason elsewhere: ``triton`` needs the gpu extra and a GPU or Triton's CPU interpreter (``tests/conftest.py``
 switches it on; ``TLSTM_TRITON_TEST_DEVICE=cuda`` runs it compiled), where it runs in float32 at
 tiny sizes. Compared: y, h_T, c_T, and the gradients of every parameter, the input and the
-initial state.
+initial state. ``cuda-graph`` (the whole step captured as one CUDA graph, a way of running a
+step rather than a loop) is compared with ``eager`` step for step on a GPU at the end.
 """
 
 from __future__ import annotations
@@ -55,7 +55,6 @@ SLSTM_SHAPES = [(1, 3), (2, 1), (3, 4), (5, 2), (4, 7)]  # (depth, T)
 TOLERANCES = {
     "eager": ((1e-10, 1e-12), (1e-9, 1e-11)),
     "fast": ((1e-9, 1e-10), (1e-8, 1e-9)),
-    "cuda-graph": ((1e-9, 1e-10), (1e-8, 1e-9)),
     "triton": None,
     "fused": ((1e-10, 1e-12), (1e-10, 1e-12)),
     "wavefront": ((1e-10, 1e-12), (1e-10, 1e-12)),
@@ -71,10 +70,9 @@ def _case(implementation: str, config: str, depth: int, **size):
 
 def _cases() -> list:
     cases = [_case("eager", c, d) for c in TLSTM_CONFIGS + KNOB_CONFIGS for d in (1, 2, 3)]
-    for impl in ("fast", "cuda-graph"):
-        cases += [_case(impl, c, d) for c in TLSTM_CONFIGS for d in (1, 2, 3)]
-        cases += [_case(impl, c, d) for c in FAST_KNOBS for d in (1, 2)]
-        cases += [_case(impl, c, d, **size) for c, d, size in FLUSH]
+    cases += [_case("fast", c, d) for c in TLSTM_CONFIGS for d in (1, 2, 3)]
+    cases += [_case("fast", c, d) for c in FAST_KNOBS for d in (1, 2)]
+    cases += [_case("fast", c, d, **size) for c, d, size in FLUSH]
     tiny = dict(seq_len=3, channels=4)  # the interpreter runs every kernel op in numpy
     cases += [_case("triton", c, d, **tiny) for c in TLSTM_CONFIGS for d in (1, 2, 3)]
     cases += [_case("triton", c, 2, **tiny) for c in TRITON_KNOBS]
@@ -86,10 +84,6 @@ def _cases() -> list:
 
 def where_it_runs(implementation: str) -> tuple[str, torch.dtype]:
     """(device, dtype) to run ``implementation`` on here; skips the test where it cannot run."""
-    if implementation == "cuda-graph":
-        if not torch.cuda.is_available():
-            pytest.skip("cuda-graph needs CUDA")
-        return "cuda", torch.float64
     if implementation == "triton":
         pytest.importorskip("triton")
         from tlstm_bench.models import triton_tlstm
@@ -183,24 +177,38 @@ def test_fast_without_grad():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour where CUDA is absent")
 def test_cuda_graph_without_cuda_is_a_clean_error():
-    model = build_model("2d", 2, vocab=5, channels=3, implementation="cuda-graph")
+    from tlstm_bench.timing import Case, StepRun
+
     with pytest.raises(UserError, match="needs CUDA"):
-        model(torch.zeros(1, 3, dtype=torch.long))
+        StepRun(Case("2d", 2, "cuda-graph"), channels=3, budget=None, vocab=5, input_size=None, output_size=None,
+                seq_len=3, device=torch.device("cpu"), dtype=torch.float32, seed=0)
+    with pytest.raises(UserError, match="unknown implementation 'cuda-graph'"):
+        build_model("2d", 2, vocab=5, channels=3, implementation="cuda-graph")  # a way to run a step, not a loop
     result = CliRunner().invoke(app, ["time", "2d", "--depths", "1", "--channels", "4", "--seq-len", "3",
                                       "--implementation", "cuda-graph", "--no-store"])
     assert result.exit_code == 2
     assert "needs CUDA" in result.output and "Traceback" not in result.output
 
 
-def test_cuda_graph_hooks_every_parameter_once_also_one_replaced_after_a_capture():
-    """The grad-clone hook (pytorch#181723) was flagged on the model: a parameter replaced after
-    the first capture (the documented way: pop the cached graphs) never got its hook."""
-    from tlstm_bench.models.cuda_graph import _clone_grads_of
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="cuda-graph needs CUDA")
+@pytest.mark.parametrize("config", TLSTM_CONFIGS)
+@pytest.mark.parametrize("depth", [1, 3])
+def test_cuda_graph_step_equals_eager_in_float64_on_replay(config, depth):
+    """The captured step (forward + loss + backward as one graph) against eager, on new data
+    copied into its input buffers after the capture: loss and every parameter gradient."""
+    from tlstm_bench.timing import Case, StepRun
 
-    model = build_model("2d", 2, vocab=5, channels=3, implementation="cuda-graph")
-    _clone_grads_of(model.parameters())
-    _clone_grads_of(model.parameters())  # a second capture adds nothing
-    assert all(len(p._backward_hooks) == 1 for p in model.parameters())
-    model.w_h = torch.nn.Parameter(model.w_h.detach().clone())
-    _clone_grads_of(model.parameters())
-    assert all(len(p._backward_hooks) == 1 for p in model.parameters())
+    def run(impl):
+        return StepRun(Case(config, depth, impl), channels=6, budget=None, vocab=7, input_size=None,
+                       output_size=None, seq_len=5, device=torch.device("cuda"), dtype=torch.float64, seed=3)
+
+    graphed, eager = run("cuda-graph"), run("eager")
+    graphed()  # captures
+    for data in range(2):
+        x = torch.randint(0, 7, graphed.x.shape, generator=torch.Generator().manual_seed(data)).cuda()
+        for r in (graphed, eager):
+            r.x.copy_(x)
+            r()
+        torch.testing.assert_close(graphed._step.loss, eager.loss().detach(), rtol=1e-10, atol=1e-12)
+        for name, g in eager.gradients().items():
+            torch.testing.assert_close(graphed.gradients()[name], g, rtol=1e-9, atol=1e-11, msg=name)

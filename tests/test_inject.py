@@ -12,7 +12,7 @@ from tlstm_bench.errors import UserError
 from tlstm_bench.models import build_model
 from tlstm_bench.timing import inject
 from tlstm_bench.timing.counters import count_run
-from tlstm_bench.timing.protocol import Case, _Run, cpu_settings
+from tlstm_bench.timing.protocol import Case, StepRun, cpu_settings
 
 
 def _grads(config, depth, implementation):
@@ -35,7 +35,7 @@ def test_injected_results_equal_fast_bit_for_bit(config, name):
 
 def _counts(config, depth, implementation):
     with cpu_settings(1):
-        run = _Run(Case(config, depth, implementation), channels=8, budget=None, vocab=11, input_size=None,
+        run = StepRun(Case(config, depth, implementation), channels=8, budget=None, vocab=11, input_size=None,
                    output_size=None, seq_len=20, device=torch.device("cpu"), dtype=torch.float32, seed=0)
         run()
         return count_run(run)

@@ -46,7 +46,7 @@ def test_budget_real_input_and_float64():
 
 def test_warmup_is_run_but_not_kept(monkeypatch):
     calls = []
-    original = protocol._Run.__call__
+    original = protocol.StepRun.__call__
 
     def slow_first(self):
         calls.append(self)
@@ -54,21 +54,30 @@ def test_warmup_is_run_but_not_kept(monkeypatch):
             time.sleep(1.0)  # a first call far slower than any other: it must not be a sample
         original(self)
 
-    monkeypatch.setattr(protocol._Run, "__call__", slow_first)
+    monkeypatch.setattr(protocol.StepRun, "__call__", slow_first)
     rec = measure_runtime("2d", 1, channels=3, seq_len=5, repeats=3, warmup=2)
-    assert len(calls) == 5 and len(rec["samples"]) == 3
+    # the two warm-up runs disagree (1 s and a few ms): warm-up goes on to a steady state
+    assert rec["warmup_runs"] >= 3 and len(calls) == rec["warmup_runs"] + 3 and len(rec["samples"]) == 3
     assert max(rec["samples"]) < 1000.0 / 5  # the 1 s warm-up call would be >= 200 ms per step
+
+
+def test_warm_up_goes_on_until_two_runs_agree_and_stops_at_twice_the_minimum(monkeypatch):
+    seconds = iter([5.0, 1.0, 1.05, 9.0, 9.0, 9.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0])
+    monkeypatch.setattr(protocol, "time_step", lambda run, device: next(seconds))
+    assert protocol.warm_up(None, None, 2) == [5.0, 1.0, 1.05]  # 1.0 and 1.05 agree within 10%
+    assert protocol.warm_up(None, None, 3) == [9.0, 9.0, 9.0]  # steady from the start: the minimum only
+    assert protocol.warm_up(None, None, 3) == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]  # never steady: 2 x minimum
 
 
 def test_repeats_are_interleaved_across_cases(monkeypatch):
     order = []
-    original = protocol._Run.__call__
+    original = protocol.StepRun.__call__
 
     def record(self):
         order.append(self.model.depth)
         original(self)
 
-    monkeypatch.setattr(protocol._Run, "__call__", record)
+    monkeypatch.setattr(protocol.StepRun, "__call__", record)
     cases = [Case("2d", 1), Case("2d", 2), Case("slstm", 3)]
     records = measure_cases(cases, channels=3, seq_len=3, repeats=3, warmup=1)
     assert order == [1, 2, 3] + [1, 2, 3] * 3  # warm-up, then one run of every case per round
@@ -129,3 +138,95 @@ def test_time_command_bad_input_is_one_line_exit_2(args, message, tmp_path, monk
     result = CliRunner().invoke(app, ["time", "--seq-len", "2", "--repeats", "1", "--warmup", "0", *args])
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
+
+
+# ---- failure containment: one implementation's error fails its own cases only (issue 18) ----
+
+TINY = dict(channels=3, seq_len=3, repeats=3, warmup=1)
+
+
+def _failing_cases(broken: str) -> list[Case]:
+    return [Case("2d", 1, "fast"), Case("2d", 2, "fast"), Case("2d", 1, broken)]
+
+
+def test_isolated_a_poisoned_process_fails_only_its_own_implementation():
+    import os
+
+    import timing_helpers
+
+    failed = {}
+    records = measure_cases(_failing_cases("poison"), isolate=True, prepare=timing_helpers.register_broken,
+                            inspect=timing_helpers.count_params, on_failure=failed.__setitem__, **TINY)
+    assert [(r["depth"], r["implementation"]) for r in records] == [(1, "fast"), (2, "fast")]
+    assert all(len(r["samples"]) == 3 and r["isolated"] for r in records)
+    assert set(failed) == {Case("2d", 1, "poison")} and "illegal memory access" in failed[Case("2d", 1, "poison")]
+    assert {r["inspected_pid"] for r in records} != {os.getpid()}  # inspected in the worker that held the run
+    assert all(r["inspected_params"] == r["params"] for r in records)
+
+
+def test_in_process_the_same_poison_takes_every_case_down():
+    """Why isolation exists: in one process the sticky error fails the healthy cases too."""
+    import timing_helpers
+
+    failed = {}
+    try:
+        records = measure_cases(_failing_cases("poison"), isolate=False, prepare=timing_helpers.register_broken,
+                                on_failure=failed.__setitem__, **TINY)
+    finally:
+        timing_helpers.unregister_broken()
+    assert records == [] and set(failed) == set(_failing_cases("poison"))
+
+
+def test_isolated_a_worker_that_dies_mid_rounds_fails_its_cases_and_the_rest_finish():
+    import timing_helpers
+
+    failed = {}
+    records = measure_cases(_failing_cases("crash"), isolate=True, prepare=timing_helpers.register_broken,
+                            on_failure=failed.__setitem__, **TINY)
+    assert [(r["depth"], len(r["samples"])) for r in records] == [(1, 3), (2, 3)]
+    assert set(failed) == {Case("2d", 1, "crash")} and "died" in failed[Case("2d", 1, "crash")]
+
+
+def test_without_on_failure_a_failure_is_raised():
+    import timing_helpers
+
+    with pytest.raises(RuntimeError, match="poison failed"):
+        measure_cases(_failing_cases("poison"), isolate=True, prepare=timing_helpers.register_broken, **TINY)
+
+
+def test_keep_going_stops_the_rounds_and_the_records_say_truncated():
+    asked = []
+
+    def two_rounds(seconds: float) -> bool:
+        asked.append(seconds)
+        return len(asked) <= 2
+
+    records = measure_cases([Case("2d", 1), Case("2d", 2)], keep_going=two_rounds, **{**TINY, "repeats": 5})
+    assert [len(r["samples"]) for r in records] == [2, 2] and all(r["truncated"] for r in records)
+    assert len(asked) == 3 and all(s > 0 for s in asked)
+
+
+def test_cuda_graph_is_a_timing_implementation_of_the_tlstm_only():
+    from tlstm_bench.timing import implementations_of, plan_cases
+
+    assert "cuda-graph" in implementations_of("tlstm") and "cuda-graph" not in implementations_of("slstm")
+    assert {c.implementation for c in plan_cases(["2d"], [1], "all", "cpu")} >= {"fast", "eager"}
+    assert "cuda-graph" not in {c.implementation for c in plan_cases(["2d"], [1], "all", "cpu")}
+    assert {c.implementation for c in plan_cases(["2d"], [1], "cuda-graph", "cuda")} == {"cuda-graph"}
+
+
+def test_time_command_a_failing_implementation_fails_alone(tmp_path, monkeypatch):
+    """`time` records and shows the healthy cases, names the failed one in one line, exits 1."""
+    import timing_helpers
+
+    monkeypatch.setenv("TLSTM_BENCH_RESULTS", str(tmp_path))
+    timing_helpers.register_failing()
+    try:
+        result = CliRunner().invoke(app, ["time", "2d", "--depths", "1,2", "--channels", "3", "--seq-len", "3",
+                                          "--repeats", "2", "--warmup", "1", "--implementation", "all", "--json"])
+    finally:
+        timing_helpers.unregister_broken()
+    assert result.exit_code == 1, result.output
+    assert "2d L=1 fails failed (the other cases were timed): RuntimeError: CUDA error" in result.stderr
+    assert "Traceback" not in result.output
+    assert {r["implementation"] for r in json.loads(result.stdout)} == {"eager", "reference", "fast"}

@@ -50,7 +50,8 @@ def test_the_layers_agree_with_the_vocabulary():
     assert vocab.DEFAULT_IMPLEMENTATION["slstm"] in SLSTM_IMPLEMENTATIONS
     assert vocab.ORACLE_IMPLEMENTATION["tlstm"] in TLSTM_IMPLEMENTATIONS
     assert vocab.ORACLE_IMPLEMENTATION["slstm"] in SLSTM_IMPLEMENTATIONS
-    assert vocab.CUDA_IMPLEMENTATIONS <= set(TLSTM_IMPLEMENTATIONS)
+    assert vocab.CUDA_IMPLEMENTATIONS <= set(TLSTM_IMPLEMENTATIONS) | set(vocab.GRAPHED_IMPLEMENTATIONS)
+    assert set(vocab.GRAPHED_IMPLEMENTATIONS.values()) <= set(TLSTM_IMPLEMENTATIONS)
     assert set(vocab.TASK_IO_WITHOUT_DATA) <= set(vocab.TASK_NAMES)
 
 

@@ -40,6 +40,10 @@ ORACLE_IMPLEMENTATION = {"tlstm": "reference", "slstm": "loop"}
 # Implementations that run only on a CUDA device (``time ... --implementation all`` leaves them
 # out on a CPU).
 CUDA_IMPLEMENTATIONS = frozenset({"cuda-graph", "triton"})
+# Ways of running a whole training step rather than sequence loops of a model: the timing
+# protocol builds the model with the loop named here and captures its forward + loss +
+# backward as one CUDA graph (tlstm_bench.models.cuda_graph.GraphedStep).
+GRAPHED_IMPLEMENTATIONS = {"cuda-graph": "fast"}
 
 # ---- tasks (paper section 3, SPEC section 9) ------------------------------------------------
 TASK_NAMES = ("addition", "memorization", "enwik8", "mnist", "pmnist")

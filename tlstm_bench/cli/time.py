@@ -55,10 +55,11 @@ def time_(
     levels = parse_int_list(depths, "--depths")
     cases = plan_cases(configs, levels, implementation, device)
     quiet = as_json or as_csv
+    failed: dict = {}
     with Renderer(err_console) as report:
         records = measure_cases(cases, channels=channels, budget=budget, vocab=vocab, seq_len=seq_len,
                                 device=device, repeats=repeats, warmup=warmup, threads=threads, dtype=dtype,
-                                seed=seed, progress=None if quiet else report)
+                                seed=seed, on_failure=failed.__setitem__, progress=None if quiet else report)
     paths = save_records(records, "timing", folder.store) if store else []
     if as_json:
         print(json.dumps(records))
@@ -68,7 +69,7 @@ def time_(
         writer.writeheader()
         writer.writerows(records)
         print(buf.getvalue(), end="")
-    else:
+    elif records:
         console.print(runtime_table(records, levels))
         first = records[0]
         console.print(f"{first['device_name']} ({first['device']}), {first['threads']} threads, {first['dtype']}, "
@@ -76,6 +77,12 @@ def time_(
                       f"after {warmup} warm-up, interleaved. ms per timestep: median (IQR).")
         if paths:
             console.print(f"{len(paths)} records written under {paths[0].parent}")
+    for case, why in failed.items():  # one implementation's failure never costs another's records
+        err_console.print(f"error: {case.config} L={case.depth} {case.implementation or 'default'} failed "
+                          f"(the other cases were timed): {why.splitlines()[0]}", markup=False, highlight=False,
+                          soft_wrap=True)
+    if failed:
+        raise typer.Exit(1)
 
 
 def runtime_table(records: list[dict], depths: list[int]) -> Table:

@@ -2,7 +2,6 @@
 
 from . import oracle as _oracle  # noqa: F401  (registers the "reference" implementation)
 from . import fast_tlstm as _fast_tlstm  # noqa: F401  (registers "fast")
-from . import cuda_graph as _cuda_graph  # noqa: F401  (registers "cuda-graph")
 from .budget import COMPONENTS, ParamCount, count_params, parse_budget, solve_channels
 from .build import build_model
 from ..vocab import CONFIG_NAMES, PAPER_NAMES

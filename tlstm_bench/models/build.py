@@ -56,8 +56,8 @@ def build_model(config: "str | ArchConfig", depth: int, *, vocab: int | None = N
             largest whose total count is not above it.
         forget_bias: initial forget-gate bias (1; the paper uses 4 for images).
         implementation: the sequence loop to use (tLSTM: ``fast`` default, ``eager``,
-            ``reference`` = the oracle, ``cuda-graph``, ``triton`` (a CUDA GPU and the
-            gpu extra); sLSTM: ``fused`` default,
+            ``reference`` = the oracle, ``triton`` (a CUDA GPU and the gpu extra);
+            sLSTM: ``fused`` default,
             ``wavefront``, ``loop``).
     """
     arch = parse_config(config)

@@ -1,116 +1,101 @@
-"""``cuda-graph``: the tLSTM's whole (T+L-1)-step forward and backward as two CUDA graphs.
+"""``cuda-graph``: a whole forward + loss + backward step captured once as one CUDA graph.
 
-At batch 1 a GPU spends its time launching kernels, not computing: a step is a few
-dozen tiny kernels, and T+L-1 steps forward and backward are thousands of launches.
-This implementation captures the ``fast`` path's sequence (forward loop, and the
-backward loop with its deferred weight gradient) once per input shape with
-``torch.cuda.make_graphed_callables`` (static input/output buffers, no host syncs
-inside the loop: the loops are TorchScript and never read a value back), then replays
-the two graphs. The input projection, the output layer and the loss stay eager (a
-handful of kernels).
+At batch 1 a GPU spends a recurrent step launching kernels, not computing: the ``fast``
+path issues a few dozen small kernels per timestep, thousands per sequence. Capturing
+the whole step (input projection, the T+L-1-step loop, the output layer, the loss and
+the backward with every parameter gradient) as one CUDA graph and replaying it removes
+the host from the loop. :class:`GraphedStep` does that for any step function whose
+inputs stay in place, following PyTorch's whole-network capture recipe
+(``torch.cuda.graph``): warm-up iterations on a side stream, gradients set to ``None``
+before the capture so that the backward allocates them in the graph's memory pool,
+then one capture; each call replays it.
 
-Captured graphs are cached on the model per (shape, dtype, device, state given). A
-graph bakes in the parameter tensors' addresses, so an optimizer must update them in
-place (every torch optimizer does); replacing a parameter tensor needs a new model or
-``model.__dict__.pop("_cuda_graphs")``.
+Why not ``torch.cuda.make_graphed_callables`` (the first version of this module): on
+the H100 with torch 2.11 (results/evidence/gpu/2026-11-26-h100/diag.txt) its backward
+capture failed at L >= 3 with "operation would make the legacy stream depend on a
+capturing blocking stream". The parameters' AccumulateGrad nodes of an earlier,
+still-referenced autograd graph belonged to the default stream, and the capture of
+the backward had to synchronise with it (the stream-mismatch warning of PyTorch PR
+166136). Here nothing of the warm-up's autograd graphs survives the warm-up (no loss
+or output of it is kept), the capture creates its own AccumulateGrad nodes, and the
+captured loss is kept detached, so no later eager step can reach them either.
 
-Replay reuses static buffers: the outputs of one call, and the activations its backward
-needs, are overwritten by the next call with the same key. So each forward must be
-followed by its backward before the next forward (as training and the timing protocol
-do); two forwards and then two backwards give wrong gradients.
+Who uses it: the timing protocol (:class:`tlstm_bench.timing.protocol.StepRun`) for the
+implementation name ``cuda-graph``, which builds the model with ``fast`` and captures
+its step. It is a way of *running a step*, not a sequence loop of the model, so it is
+not in ``TLSTM_IMPLEMENTATIONS``; ``tlstm_bench.vocab.GRAPHED_IMPLEMENTATIONS`` maps it
+to the loop it captures.
 
-Gradients of leaf tensors (the parameters, a given initial state) are cloned on their
-way out: ``make_graphed_callables`` returns them as views of its static gradient
-buffers, so the first backward's ``.grad`` would alias a buffer that the next replay
-overwrites, and accumulating over two backward passes without zeroing would give
-2 * g2 instead of g1 + g2 (pytorch/pytorch#181723, open in torch 2.13).
+Semantics a caller must keep: the step reads only tensors that stay at the same address
+(the parameters, which every torch optimizer updates in place, and input buffers the
+caller copies new data into); after each call every parameter's ``.grad`` holds that
+step's gradient (set, not accumulated), and :attr:`GraphedStep.loss` its loss. Do not
+set the gradients to ``None`` between calls (``zero_grad(set_to_none=True)``): they are
+the graph's output buffers (the call re-attaches them if someone did).
 
-Where CUDA is absent, or the model is on the CPU, selecting it raises a
-:class:`~tlstm_bench.errors.UserError` that says to use ``fast`` instead: it never
-silently runs something else under its name, so a timing record labelled
-``cuda-graph`` is always a CUDA-graph measurement. With gradients disabled (inference)
-it runs ``fast`` without capture, which is the same computation.
-
-NOT RUN on a GPU by its author (no GPU was available): the CPU-side behaviour (the
-clean error) is tested; the capture itself is untested.
+Where CUDA is absent, or the model is on the CPU, :func:`check_cuda` raises a one-line
+:class:`~tlstm_bench.errors.UserError` that says to use ``fast``: a record labelled
+``cuda-graph`` is always a CUDA-graph measurement.
 """
 
 from __future__ import annotations
 
+from typing import Callable, Iterable
+
 import torch
-from torch import nn
 
 from ..errors import UserError
-from .fast_tlstm import run_fast
-from .tlstm import TLSTM, TLSTM_IMPLEMENTATIONS, TLSTMState
 
-_CACHE = "_cuda_graphs"
-_HOOKED = "_cuda_graph_grad_clones"
+GRAPH_WARMUP = 3  # eager warm-up steps on the side stream before the capture (lazy init, cuDNN/cuBLAS handles)
 
 
-class _CloneGrad(torch.autograd.Function):
-    """Identity forward; the backward hands on a copy of the gradient, not the static buffer."""
-
-    @staticmethod
-    def forward(ctx, t):
-        return t.view_as(t)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad.clone()
-
-
-class _Core(nn.Module):
-    """The recurrent core as a module whose parameters are the ones it uses (for capture)."""
-
-    def __init__(self, model: TLSTM):
-        super().__init__()
-        self.w_h, self.b_h, self.b_x = model.w_h, model.b_h, model.b_x
-        if model.arch.norm != "none":
-            self.norm_gain, self.norm_bias = model.norm_gain, model.norm_bias
-        self.__dict__["model"] = model  # not a submodule: its other parameters are not ours
-
-    def forward(self, z, h0, c0):
-        h_out, state = run_fast(self.model, z, TLSTMState(h0, c0))
-        return h_out, state.h, state.c
-
-
-def check_cuda(z: torch.Tensor) -> None:
+def check_cuda(device: torch.device | str) -> None:
+    """One-line error unless ``device`` is a usable CUDA device."""
     if not torch.cuda.is_available():
         raise UserError("implementation 'cuda-graph' needs CUDA, which is not available here; "
                         "use implementation 'fast'")
-    if not z.is_cuda:
+    if torch.device(device).type != "cuda":
         raise UserError("implementation 'cuda-graph' needs the model and input on a CUDA device "
-                        "(model.to('cuda')); on a CPU use implementation 'fast'")
+                        "(--device cuda); on a CPU use implementation 'fast'")
 
 
-def run_cuda_graph(model: TLSTM, z: torch.Tensor, state: TLSTMState):
-    """Replay (capturing on first use per shape) the forward and backward of ``fast``."""
-    check_cuda(z)
-    if not torch.is_grad_enabled():
-        return run_fast(model, z, state)
-    key = (tuple(z.shape), z.dtype, z.device, z.requires_grad, state.h.requires_grad, state.c.requires_grad)
-    cache = model.__dict__.setdefault(_CACHE, {})
-    graphed = cache.get(key)
-    if graphed is None:
-        sample = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in (z, state.h, state.c))
-        core = _Core(model)
-        graphed = torch.cuda.make_graphed_callables(core, sample, allow_unused_input=True)
-        cache[key] = graphed
-        _clone_grads_of(core.parameters())
-    h0, c0 = (_CloneGrad.apply(t) if t.requires_grad else t for t in (state.h, state.c))
-    h_out, h_t, c_t = graphed(z, h0.contiguous(), c0.contiguous())
-    return h_out, TLSTMState(h_t, c_t)
+def _drop_grads(params: list[torch.Tensor]) -> None:
+    for p in params:
+        p.grad = None
 
 
-def _clone_grads_of(parameters) -> None:
-    """pytorch/pytorch#181723 (see the module docstring): clone each parameter's summed gradient
-    just before it is accumulated into ``.grad``. Marked on the tensor itself, once: a parameter
-    replaced after a capture (``model.__dict__.pop("_cuda_graphs")``) gets its hook at the next one."""
-    for p in parameters:
-        if not getattr(p, _HOOKED, False):
-            p.register_hook(torch.Tensor.clone)
-            setattr(p, _HOOKED, True)
+class GraphedStep:
+    """``loss_fn()`` and its backward, captured once as one CUDA graph; each call replays it.
 
+    ``loss_fn``: no arguments, returns a scalar loss; reads only tensors that stay in place.
+    ``params``: the leaves whose gradients the step computes (those without ``requires_grad``
+    are ignored).
+    """
 
-TLSTM_IMPLEMENTATIONS["cuda-graph"] = run_cuda_graph
+    def __init__(self, loss_fn: Callable[[], torch.Tensor], params: Iterable[torch.Tensor],
+                 warmup: int = GRAPH_WARMUP):
+        self.params = [p for p in params if p.requires_grad]
+        check_cuda(self.params[0].device)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(warmup):  # nothing of these steps' autograd graphs is kept
+                _drop_grads(self.params)
+                loss_fn().backward()
+        torch.cuda.current_stream().wait_stream(side)
+        _drop_grads(self.params)  # the captured backward allocates them in the graph's pool
+        torch.cuda.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            loss = loss_fn()
+            loss.backward()
+        self.loss = loss.detach()  # the static output; detached so the captured autograd graph dies
+        self.grads = [p.grad for p in self.params]
+
+    def __call__(self) -> torch.Tensor:
+        """Replay: the loss (a static buffer, overwritten by the next call); ``.grad`` set."""
+        for p, g in zip(self.params, self.grads):
+            if p.grad is not g:
+                p.grad = g
+        self.graph.replay()
+        return self.loss

@@ -41,7 +41,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..vocab import TIMING_VOCAB, torch_device
-from .protocol import Case, _Run, cpu_settings
+from .protocol import Case, StepRun, cpu_settings
 
 COUNTERS = ("ops_fwd", "ops_bwd", "flops_fwd", "flops_bwd", "bytes_fwd", "bytes_bwd")
 _aten = torch.ops.aten
@@ -138,7 +138,7 @@ class OpCounter(TorchDispatchMode):
         return out
 
 
-def count_run(run: _Run) -> dict[str, int]:
+def count_run(run: StepRun) -> dict[str, int]:
     """The counters of one forward + loss and one backward of ``run``."""
     for p in run.model.parameters():
         p.grad = None
@@ -161,7 +161,7 @@ def count_cases(cases: Iterable[Case], *, channels: int, seq_len: int, device: s
     out = {}
     with cpu_settings(1):
         for case in cases:
-            run = _Run(case, channels=channels, budget=None, vocab=vocab, input_size=None, output_size=None,
+            run = StepRun(case, channels=channels, budget=None, vocab=vocab, input_size=None, output_size=None,
                        seq_len=seq_len, device=dev, dtype=torch.float32, seed=seed)
             run()
             out[case] = count_run(run)

@@ -18,12 +18,10 @@ a shared machine hit every case alike and ratios between cases stay meaningful.
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 import torch
 from torch.nn import functional as F
@@ -31,12 +29,15 @@ from torch.nn import functional as F
 from .. import checks
 from ..audit import causal
 from ..errors import UserError
-from ..events import Progress, note, reporter
 from ..models import SLSTM_IMPLEMENTATIONS, TLSTM_IMPLEMENTATIONS, build_model, format_config, parse_config
 from ..models.memory import MAX_DIM, MemoryEstimate, check_fits, model_memory
+from ..models.cuda_graph import GraphedStep, check_cuda
 from ..results import provenance
-from ..vocab import (CUDA_IMPLEMENTATIONS, DEFAULT_DTYPE, DEFAULT_IMPLEMENTATION, DTYPES, MAX_REPEATS, TIMING_REPEATS,
-                     TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP, torch_device)
+from ..vocab import (CUDA_IMPLEMENTATIONS, DEFAULT_DTYPE, DEFAULT_IMPLEMENTATION, DTYPES, GRAPHED_IMPLEMENTATIONS,
+                     MAX_REPEATS, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP, torch_device)
+
+
+STEADY_WITHIN = 0.10  # warm-up goes on until its last two runs agree this closely (relative)
 
 
 def default_implementation(config: str) -> str:
@@ -53,6 +54,14 @@ class Case:
     implementation: str | None = None  # None: default_implementation(config)
 
 
+def implementations_of(kind: str) -> list[str]:
+    """Every implementation a case of this kind (``slstm``, ``tlstm``) can be timed with: the
+    model's sequence loops, and for the tLSTM the graphed step (``cuda-graph``)."""
+    if kind == "slstm":
+        return list(SLSTM_IMPLEMENTATIONS)
+    return [*TLSTM_IMPLEMENTATIONS, *GRAPHED_IMPLEMENTATIONS]
+
+
 def plan_cases(configs: list[str], depths: list[int], implementation: str | None, device: str) -> list[Case]:
     """The cases to time: every config x depth x implementation.
 
@@ -64,7 +73,7 @@ def plan_cases(configs: list[str], depths: list[int], implementation: str | None
     cases = []
     for config in configs:
         arch = parse_config(config)
-        table = SLSTM_IMPLEMENTATIONS if arch.kind == "slstm" else TLSTM_IMPLEMENTATIONS
+        table = implementations_of(arch.kind)
         if implementation == "all" or (implementation is None and arch.kind == "slstm"):
             names = [n for n in table if n not in CUDA_IMPLEMENTATIONS or device.startswith("cuda")]
         elif implementation is None:
@@ -73,7 +82,7 @@ def plan_cases(configs: list[str], depths: list[int], implementation: str | None
             names = [implementation] if implementation in table else []
         cases += [Case(arch.label, d, n) for n in names for d in depths]
     if not cases:
-        known = sorted(set(SLSTM_IMPLEMENTATIONS) | set(TLSTM_IMPLEMENTATIONS))
+        known = sorted(set(implementations_of("slstm")) | set(implementations_of("tlstm")))
         raise UserError(f"no configuration given has implementation {implementation!r}; "
                         f"use one of {', '.join(known)} or all")
     return cases
@@ -110,15 +119,27 @@ def cpu_settings(threads: int | None):
         torch.set_num_threads(old_threads)
 
 
-class _Run:
-    """A built model with its fixed input and target: one call = forward + loss + backward."""
+class StepRun:
+    """A built model with its fixed input and target: one call = forward + loss + backward.
+
+    The input and target are fixed buffers: a caller that wants other data copies it into
+    ``x`` and ``target`` in place (a captured step reads them at their addresses). For a
+    graphed implementation (``cuda-graph``: ``vocab.GRAPHED_IMPLEMENTATIONS``) the model runs
+    the loop it maps to, and the first call captures the whole step as one CUDA graph
+    (:class:`~tlstm_bench.models.cuda_graph.GraphedStep`); every call replays it.
+    """
 
     def __init__(self, case: Case, *, channels, budget, vocab, input_size, output_size, seq_len,
                  device, dtype, seed):
+        self.case = case
+        self.implementation = case.implementation or default_implementation(case.config)
+        loop = GRAPHED_IMPLEMENTATIONS.get(self.implementation)
+        if loop is not None:
+            check_cuda(device)
         torch.manual_seed(seed)
         self.model = build_model(case.config, case.depth, vocab=vocab, input_size=input_size,
                                  output_size=output_size, channels=channels, budget=budget,
-                                 implementation=case.implementation or default_implementation(case.config))
+                                 implementation=loop or self.implementation)
         self.model.to(device=device, dtype=dtype)
         gen = torch.Generator().manual_seed(seed)
         out = self.model.output_size
@@ -128,6 +149,8 @@ class _Run:
             x = torch.randn(1, seq_len, self.model.input_size, generator=gen, dtype=dtype)
         self.x = x.to(device)
         self.target = torch.randint(0, out, (seq_len,), generator=gen).to(device)
+        self.graphed = loop is not None
+        self._step: GraphedStep | None = None
 
     def loss(self) -> torch.Tensor:
         """The forward pass and the loss (what the counters call the ``fwd`` pass)."""
@@ -135,12 +158,21 @@ class _Run:
         return F.cross_entropy(y.reshape(-1, y.shape[-1]), self.target)
 
     def __call__(self) -> None:
+        if self.graphed:
+            if self._step is None:
+                self._step = GraphedStep(self.loss, self.model.parameters())
+            self._step()
+            return
         for p in self.model.parameters():
             p.grad = None
         self.loss().backward()
 
+    def gradients(self) -> dict[str, torch.Tensor | None]:
+        """Every parameter's gradient after the last call, by name."""
+        return {name: p.grad for name, p in self.model.named_parameters()}
 
-def _time_once(run: _Run, device: torch.device, extra_delay: float, number: int = 1) -> float:
+
+def time_step(run: StepRun, device: torch.device, extra_delay: float = 0.0, number: int = 1) -> float:
     """Seconds of one forward + loss + backward (the mean of ``number`` back-to-back runs)."""
     if device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -161,7 +193,22 @@ def _time_once(run: _Run, device: torch.device, extra_delay: float, number: int 
     return (time.perf_counter() - t0) / number
 
 
-def runtime_record(case: Case, run: _Run, samples_s: list[float], *, seq_len, device, dtype, threads,
+def warm_up(run: StepRun, device: torch.device, minimum: int) -> list[float]:
+    """Untimed runs until the step is in a steady state; returns their seconds.
+
+    At least ``minimum`` runs. From two on, more (up to ``minimum`` more) until the last two
+    agree within ``STEADY_WITHIN``: a first compilation, a CUDA-graph capture, cuDNN's
+    algorithm search or a GPU clocking up must not reach the timed rounds (on the H100 the
+    first groups of a run were timed slower than the same cases later).
+    """
+    seconds = [time_step(run, device) for _ in range(minimum)]
+    if minimum >= 2:
+        while len(seconds) < 2 * minimum and abs(seconds[-1] - seconds[-2]) > STEADY_WITHIN * seconds[-1]:
+            seconds.append(time_step(run, device))
+    return seconds
+
+
+def runtime_record(case: Case, run: StepRun, samples_s: list[float], *, seq_len, device, dtype, threads,
                    flushed, warmup, repeats, number=1) -> dict:
     model = run.model
     samples = [1000.0 * s / seq_len for s in samples_s]
@@ -169,7 +216,7 @@ def runtime_record(case: Case, run: _Run, samples_s: list[float], *, seq_len, de
         **provenance(device),
         "causal": causal(model.arch, model.depth),
         "config": model.arch.label,
-        "implementation": model.implementation,
+        "implementation": run.implementation,
         "depth": model.depth,
         "channels": model.channels,
         "tensor_size": model.tensor_size,
@@ -209,57 +256,40 @@ def check_memory(cases: list[Case], *, channels, budget, vocab, input_size, outp
                "lower the depth, --channels/--budget or --seq-len")
 
 
-def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: int | None = TIMING_VOCAB,
-                  input_size=None, output_size=None, seq_len: int = TIMING_SEQ_LEN, device: str = "cpu",
-                  repeats: int = TIMING_REPEATS, warmup: int = TIMING_WARMUP, threads: int | None = None,
-                  dtype: str = DEFAULT_DTYPE, seed: int = 0, repeats_for: Callable[[Case], int] | None = None,
-                  warmup_for: Callable[[Case], int] | None = None,
-                  delay: Callable[[Case], float] | None = None, min_sample_s: float = 0.0,
-                  progress: Progress = None) -> list[dict]:
-    """Time every case with interleaved repeats; one record per case, in the order given.
+@dataclass(frozen=True)
+class Setup:
+    """What every case of one measurement is built and timed with (picklable: workers get it)."""
 
-    ``repeats_for(case)`` may lower the repeats of a slow case (e.g. the oracle at L=10);
-    such a case simply drops out of the later rounds; ``warmup_for(case)`` likewise lowers
-    its warm-up (the pure-Python oracle has nothing to warm up). ``delay(case)`` is a test-only hook
-    that adds that many seconds inside the timed region of each run of a case (how the
-    regression tests inject a slowdown into one curve).
+    channels: int | None
+    budget: str | None
+    vocab: int | None
+    input_size: int | None
+    output_size: int | None
+    seq_len: int
+    device: str
+    dtype: str
+    seed: int
+    threads: int | None
+    min_sample_s: float
 
-    ``min_sample_s`` > 0 makes each sample the mean of ``number`` back-to-back runs, with
-    ``number`` chosen from the last warm-up run so a sample lasts about that long (as
-    ``timeit`` does). Without it a run of a small model lasts a few ms, and on a loaded
-    machine such short runs are hit by scheduling differently from long ones, which
-    skews the ratios between cases; the gate (``regress``) uses 50 ms.
+    def implementation(self, case: Case) -> str:
+        return case.implementation or default_implementation(case.config)
 
-    ``progress``: a reporter of :mod:`tlstm_bench.events` (a ``note`` per warm-up and per
-    round), or True for plain lines on stderr; silent by default.
-    """
-    cases = list(cases)
-    report = reporter(progress)
-    dev = _check_settings(cases, repeats=repeats, warmup=warmup, seq_len=seq_len, seed=seed, dtype=dtype,
-                          device=device)
-    check_memory(cases, channels=channels, budget=budget, vocab=vocab, input_size=input_size,
-                 output_size=output_size, seq_len=seq_len, device=str(dev), dtype=dtype)
-    wanted = {c: (repeats_for(c) if repeats_for else repeats) for c in cases}
-    warmups = {c: (warmup_for(c) if warmup_for else warmup) for c in cases}
-    with cpu_settings(threads) as flushed:
-        runs = {case: _Run(case, channels=channels, budget=budget, vocab=vocab, input_size=input_size,
-                           output_size=output_size, seq_len=seq_len, device=dev, dtype=getattr(torch, dtype),
-                           seed=seed)
-                for case in cases}
-        # Warm-up: not timed, not kept (allocator, caches, lazy init, CUDA graph capture).
-        for case, run in runs.items():
-            note(report, f"warm-up {case.config} L={case.depth} {run.model.implementation}", "detail")
-            for _ in range(warmups[case]):
-                run()
-        number = _runs_per_sample(runs, dev, min_sample_s)
-        samples = _timed_rounds(runs, wanted, number, dev, delay, report)
-        return [runtime_record(c, runs[c], samples[c], seq_len=seq_len, device=dev, dtype=dtype,
-                               threads=threads, flushed=flushed, warmup=warmups[c], repeats=wanted[c],
-                               number=number[c])
-                for c in cases]
+    def build(self, case: Case) -> StepRun:
+        return StepRun(case, channels=self.channels, budget=self.budget, vocab=self.vocab,
+                       input_size=self.input_size, output_size=self.output_size, seq_len=self.seq_len,
+                       device=torch.device(self.device), dtype=getattr(torch, self.dtype), seed=self.seed)
 
 
-def _check_settings(cases: list[Case], *, repeats, warmup, seq_len, seed, dtype, device) -> torch.device:
+@dataclass(frozen=True)
+class Plan:
+    """How many timed runs (``wanted``) and minimum warm-up runs each case gets."""
+
+    wanted: dict
+    warmups: dict
+
+
+def check_settings(cases: list[Case], *, repeats, warmup, seq_len, seed, dtype, device) -> torch.device:
     """One-line errors for settings no measurement can have; the device to time on."""
     if not cases:
         raise UserError("nothing to time: give at least one configuration and depth")
@@ -270,46 +300,3 @@ def _check_settings(cases: list[Case], *, repeats, warmup, seq_len, seed, dtype,
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
     return torch_device(device)
-
-
-def _runs_per_sample(runs: dict, dev: torch.device, min_sample_s: float) -> dict[Case, int]:
-    """How many back-to-back runs make one sample of each case (1 unless ``min_sample_s``)."""
-    number = {c: 1 for c in runs}
-    if min_sample_s > 0:
-        for case, run in runs.items():
-            once = _time_once(run, dev, 0.0)
-            number[case] = max(1, math.ceil(min_sample_s / max(once, 1e-6)))
-    return number
-
-
-def _timed_rounds(runs: dict, wanted: dict, number: dict, dev: torch.device, delay, report) -> dict:
-    """Round r times every case that still wants samples once, before round r+1 starts."""
-    samples: dict[Case, list[float]] = {c: [] for c in runs}
-    rounds = max(wanted.values())
-    for round_ in range(rounds):
-        note(report, f"round {round_ + 1}/{rounds}", "detail")
-        for case, run in runs.items():
-            if len(samples[case]) < wanted[case]:
-                samples[case].append(_time_once(run, dev, delay(case) if delay else 0.0, number[case]))
-    return samples
-
-
-def measure_runtime(config, depth, *, channels=None, budget=None, vocab=TIMING_VOCAB, input_size=None,
-                    output_size=None, seq_len=TIMING_SEQ_LEN, device="cpu", implementation=None,
-                    repeats=TIMING_REPEATS, warmup=TIMING_WARMUP, threads=None, dtype=DEFAULT_DTYPE,
-                    seed=0) -> dict:
-    """Time one configuration at one depth (SPEC section 8) and return its record.
-
-    ``vocab`` gives token input and output; pass ``vocab=None`` with ``input_size`` and
-    ``output_size`` for real-valued input. Exactly one of ``channels`` and ``budget``.
-    The record's ``ms_per_step`` is the median over ``repeats`` of the milliseconds of
-    forward + loss + backward over T steps divided by T; ``samples`` are the raw values.
-    """
-    if input_size is not None and vocab == TIMING_VOCAB:
-        vocab = None  # real input asked for; the token default does not apply
-    label = config if isinstance(config, str) else format_config(parse_config(config))
-    (record,) = measure_cases([Case(label, depth, implementation)],
-                              channels=channels, budget=budget, vocab=vocab, input_size=input_size,
-                              output_size=output_size, seq_len=seq_len, device=device, repeats=repeats,
-                              warmup=warmup, threads=threads, dtype=dtype, seed=seed)
-    return record

@@ -44,7 +44,8 @@ from ..atomic import atomic_write
 from ..errors import UserError
 from . import inject as _inject
 from .counters import COUNTERS, count_cases
-from .protocol import Case, default_implementation, measure_cases
+from .measure import measure_cases
+from .protocol import Case, default_implementation
 from .stats import median_interval, paired_ratios
 
 TOLERANCE = 1.25  # timing: lower end of the 95% interval over this x baseline is a regression

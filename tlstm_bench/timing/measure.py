@@ -1,0 +1,361 @@
+"""The one timing entry point, :func:`measure_cases`, and the groups of cases it times.
+
+Every caller that times something (``time``, ``regress``, a sweep's runtime section, the
+benchmarks, the GPU evidence script) calls :func:`measure_cases` (or its one-case wrapper
+:func:`measure_runtime`); the pieces it is made of (a case's step, the clock, the warm-up,
+the record) are in :mod:`tlstm_bench.timing.protocol`.
+
+A group builds
+and warms up its cases once, then times one sample of each case it is asked for per
+round. :func:`run_groups` drives the rounds across every group, so the repeats are
+interleaved across groups as they are within one.
+
+Why processes: a CUDA error (a failed graph capture, an illegal memory access) is sticky:
+after it every CUDA call of the process fails, so in one process one broken
+implementation takes every other case down with it (the first H100 run: after the
+``cuda-graph`` capture failed, "Offset increment outside graph capture" everywhere).
+With ``isolate``, each implementation's cases live in a spawned worker process that the
+parent drives over a pipe, one command at a time (never two processes on the device at
+once); a worker that raises or dies fails its own cases only.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import traceback
+from typing import Callable, Iterable
+
+import torch
+
+from ..errors import UserError
+from ..events import Progress, note, reporter
+from ..models import format_config, parse_config
+from ..vocab import DEFAULT_DTYPE, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP
+from .protocol import (Case, Plan, Setup, StepRun, check_memory, check_settings, cpu_settings, runtime_record,
+                       time_step, warm_up)
+
+WORKER_TIMEOUT_S = 1800.0  # one command (a warm-up with a compilation, a round of slow cases)
+
+
+class GroupFailed(Exception):
+    """A group's process broke: every case it still held failed with this reason."""
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}".rstrip(": ")
+
+
+class CaseGroup:
+    """Cases timed in this process: built and warmed up once, then one sample per case per round."""
+
+    def __init__(self, cases: list[Case], setup: Setup, plan: Plan, *, contain: bool, delay=None, inspect=None,
+                 flushed: bool = False):
+        self.cases, self.setup, self.plan = cases, setup, plan
+        self.contain, self.delay, self.inspect, self.flushed = contain, delay, inspect, flushed
+        self.runs: dict[Case, StepRun] = {}
+        self.warmup_runs: dict[Case, int] = {}
+        self.number: dict[Case, int] = {}
+        self.last: dict[Case, float] = {}
+        self.samples: dict[Case, list[float]] = {}
+        self.device = torch.device(setup.device)
+
+    def prepare(self) -> dict[Case, str]:
+        """Build and warm up every case; returns the cases that failed, with why (``contain``)."""
+        failed = {}
+        for case in self.cases:
+            try:
+                run = self.setup.build(case)
+                seconds = warm_up(run, self.device, self.plan.warmups[case])
+                once = seconds[-1] if seconds else time_step(run, self.device)
+            except UserError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - contained: this case fails, the others go on
+                if not self.contain:
+                    raise
+                failed[case] = _why(exc)
+                continue
+            self.runs[case], self.warmup_runs[case], self.samples[case] = run, len(seconds), []
+            min_s = self.setup.min_sample_s
+            self.number[case] = max(1, -(-int(min_s * 1e6) // max(int(once * 1e6), 1))) if min_s > 0 else 1
+            self.last[case] = once * self.number[case]
+        return failed
+
+    def round(self, cases: list[Case]) -> dict[Case, float]:
+        """One sample of each of ``cases`` (those this group holds), in order."""
+        got = {}
+        for case in cases:
+            extra = self.delay(case) if self.delay else 0.0
+            try:
+                got[case] = time_step(self.runs[case], self.device, extra, self.number[case])
+            except Exception as exc:  # noqa: BLE001 - the process may be broken: the group fails
+                if not self.contain:
+                    raise
+                raise GroupFailed(f"{case.config} L={case.depth} failed, and with it this process: "
+                                  f"{_why(exc)}") from exc
+            self.last[case] = got[case] * self.number[case]
+            self.samples[case].append(got[case])
+        return got
+
+    def estimate(self) -> dict[Case, float]:
+        """Seconds one sample of each held case took last."""
+        return dict(self.last)
+
+    def records(self, truncated: bool, isolated: bool) -> dict[Case, dict]:
+        out = {}
+        for case, run in self.runs.items():
+            rec = runtime_record(case, run, self.samples[case], seq_len=self.setup.seq_len, device=self.device,
+                                 dtype=self.setup.dtype, threads=self.setup.threads, flushed=self.flushed,
+                                 warmup=self.plan.warmups[case], repeats=len(self.samples[case]),
+                                 number=self.number[case])
+            rec.update(warmup_runs=self.warmup_runs[case], truncated=truncated, isolated=isolated)
+            if self.inspect is not None:
+                rec.update(self.inspect(run, rec))
+            out[case] = rec
+        return out
+
+    def close(self) -> None:
+        self.runs.clear()
+
+
+def _serve(conn, cases, setup: Setup, plan: Plan, prepare, inspect) -> None:
+    """A worker process: one CaseGroup, driven by the parent's commands until ``stop``."""
+    try:
+        if prepare is not None:
+            prepare()
+        with cpu_settings(setup.threads) as flushed:
+            group = CaseGroup(cases, setup, plan, contain=True, inspect=inspect, flushed=flushed)
+            while True:
+                command, arg = conn.recv()
+                if command == "stop":
+                    break
+                method = {"prepare": group.prepare, "round": group.round, "records": group.records}[command]
+                result = method(*arg)
+                conn.send(("ok", (result, group.estimate())))
+    except UserError as exc:
+        conn.send(("user_error", str(exc)))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which fails this group's cases
+        conn.send(("error", _why(exc) + "\n" + traceback.format_exc(limit=6)))
+    finally:
+        conn.close()
+
+
+class WorkerGroup:
+    """The same three steps as :class:`CaseGroup`, run by a spawned worker process."""
+
+    def __init__(self, cases: list[Case], setup: Setup, plan: Plan, prepare, inspect):
+        ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold a CUDA context
+        self.cases = cases
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_serve, args=(child, cases, setup, plan, prepare, inspect), daemon=True)
+        self.process.start()
+        child.close()
+        self.last: dict[Case, float] = {}
+
+    def _ask(self, command: str, *arg):
+        self.conn.send((command, arg))
+        if not self.conn.poll(WORKER_TIMEOUT_S):
+            raise GroupFailed(f"no answer to {command!r} within {WORKER_TIMEOUT_S:.0f} s")
+        try:
+            status, payload = self.conn.recv()
+        except EOFError:
+            self.process.join(5)
+            raise GroupFailed(f"the worker process died (exit code {self.process.exitcode})") from None
+        if status == "user_error":
+            raise UserError(payload)
+        if status == "error":
+            raise GroupFailed(payload)
+        result, self.last = payload
+        return result
+
+    def prepare(self) -> dict[Case, str]:
+        return self._ask("prepare")
+
+    def round(self, cases: list[Case]) -> dict[Case, float]:
+        return self._ask("round", cases)
+
+    def estimate(self) -> dict[Case, float]:
+        return dict(self.last)
+
+    def records(self, truncated: bool, isolated: bool) -> dict[Case, dict]:
+        return self._ask("records", truncated, isolated)
+
+    def close(self) -> None:
+        try:
+            if self.process.is_alive():
+                self.conn.send(("stop", ()))
+            self.process.join(10)
+        except (OSError, BrokenPipeError):
+            pass
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+        self.conn.close()
+
+
+def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: int | None = TIMING_VOCAB,
+                  input_size=None, output_size=None, seq_len: int = TIMING_SEQ_LEN, device: str = "cpu",
+                  repeats: int = TIMING_REPEATS, warmup: int = TIMING_WARMUP, threads: int | None = None,
+                  dtype: str = DEFAULT_DTYPE, seed: int = 0, repeats_for: Callable[[Case], int] | None = None,
+                  warmup_for: Callable[[Case], int] | None = None,
+                  delay: Callable[[Case], float] | None = None, min_sample_s: float = 0.0,
+                  isolate: bool | None = None, on_failure: Callable[[Case, str], None] | None = None,
+                  keep_going: Callable[[float], bool] | None = None, prepare: Callable[[], None] | None = None,
+                  inspect: Callable[[StepRun, dict], dict] | None = None, progress: Progress = None) -> list[dict]:
+    """THE timing entry point: time every case with interleaved repeats; one record per case.
+
+    Every caller (``time``, ``regress``, sweeps, the benchmarks and the GPU evidence script)
+    comes here, so a number means the same thing whoever measured it: each case is built
+    once, warmed up to a steady state (:func:`warm_up`), then timed in rounds, round r
+    timing every case once before round r+1 starts, so a slow phase of a shared machine hits
+    every case alike and ratios between cases stay meaningful. Records come in the order given.
+
+    ``repeats_for(case)`` may lower the repeats of a slow case (it drops out of later rounds);
+    ``warmup_for(case)`` its minimum warm-up. ``delay(case)`` is a test-only hook that adds
+    that many seconds inside the timed region of each run of a case. ``min_sample_s`` > 0
+    makes each sample the mean of ``number`` back-to-back runs, ``number`` chosen so a sample
+    lasts about that long (as ``timeit`` does; the gate uses 50 ms).
+
+    Failures: ``isolate`` (default: on a CUDA device when the cases have more than one
+    implementation) times each implementation's cases in a process of its own, the rounds
+    still interleaved across processes, so one implementation's CUDA error (a failed
+    capture, an illegal access: they poison the whole CUDA context) cannot fail another's
+    cases. With ``on_failure``, a case that cannot be built, warmed up or timed (and every
+    case of its process when the process breaks) is reported as ``on_failure(case, why)``
+    and left out of the records; without it the error is raised. A ``UserError`` (bad input)
+    is always raised.
+
+    ``keep_going(seconds)``, asked before each round with that round's estimated seconds,
+    may stop the rounds early (a time budget): each case keeps the samples it has, and its
+    record says ``truncated``. ``prepare()`` runs first in each process (a test or the
+    evidence script registers an implementation); ``inspect(run, record)``, after the
+    rounds in the process that holds the run, returns fields to add to its record (the
+    evidence script's profiler counts). Both must be picklable (module-level) to isolate.
+
+    ``progress``: a reporter of :mod:`tlstm_bench.events`, or True for lines on stderr.
+    """
+    cases = list(cases)
+    report = reporter(progress)
+    dev = check_settings(cases, repeats=repeats, warmup=warmup, seq_len=seq_len, seed=seed, dtype=dtype,
+                          device=device)
+    check_memory(cases, channels=channels, budget=budget, vocab=vocab, input_size=input_size,
+                 output_size=output_size, seq_len=seq_len, device=str(dev), dtype=dtype)
+    setup = Setup(channels=channels, budget=budget, vocab=vocab, input_size=input_size, output_size=output_size,
+                  seq_len=seq_len, device=str(dev), dtype=dtype, seed=seed, threads=threads,
+                  min_sample_s=min_sample_s)
+    plan = Plan(wanted={c: (repeats_for(c) if repeats_for else repeats) for c in cases},
+                warmups={c: (warmup_for(c) if warmup_for else warmup) for c in cases})
+    if isolate is None:
+        isolate = dev.type == "cuda" and len({setup.implementation(c) for c in cases}) > 1
+    records = run_groups(cases, setup, plan, isolate=isolate, delay=delay, on_failure=on_failure,
+                         keep_going=keep_going, prepare=prepare, inspect=inspect, report=report)
+    return [records[c] for c in cases if c in records]
+
+
+def measure_runtime(config, depth, *, channels=None, budget=None, vocab=TIMING_VOCAB, input_size=None,
+                    output_size=None, seq_len=TIMING_SEQ_LEN, device="cpu", implementation=None,
+                    repeats=TIMING_REPEATS, warmup=TIMING_WARMUP, threads=None, dtype=DEFAULT_DTYPE,
+                    seed=0) -> dict:
+    """Time one configuration at one depth (SPEC section 8) and return its record.
+
+    ``vocab`` gives token input and output; pass ``vocab=None`` with ``input_size`` and
+    ``output_size`` for real-valued input. Exactly one of ``channels`` and ``budget``.
+    The record's ``ms_per_step`` is the median over ``repeats`` of the milliseconds of
+    forward + loss + backward over T steps divided by T; ``samples`` are the raw values.
+    """
+    if input_size is not None and vocab == TIMING_VOCAB:
+        vocab = None  # real input asked for; the token default does not apply
+    label = config if isinstance(config, str) else format_config(parse_config(config))
+    (record,) = measure_cases([Case(label, depth, implementation)],
+                              channels=channels, budget=budget, vocab=vocab, input_size=input_size,
+                              output_size=output_size, seq_len=seq_len, device=device, repeats=repeats,
+                              warmup=warmup, threads=threads, dtype=dtype, seed=seed)
+    return record
+
+
+def run_groups(cases: list[Case], setup: Setup, plan: Plan, *, isolate: bool, delay, on_failure, keep_going,
+               prepare, inspect, report) -> dict[Case, dict]:
+    """Build, warm up and time ``cases`` in groups; the records of every case that did not fail."""
+    failures: dict[Case, str] = {}
+    with cpu_settings(setup.threads) as flushed:
+        groups = _start(cases, setup, plan, isolate, delay, on_failure is not None, prepare, inspect, flushed)
+        try:
+            groups = _prepare(groups, failures, report)
+            truncated = _rounds(groups, plan, keep_going, failures, report)
+            records = _collect(groups, truncated, isolate, failures)
+        finally:
+            for group in groups:
+                group.close()
+    for case, why in failures.items():
+        note(report, f"{case.config} L={case.depth} {setup.implementation(case)} failed: {why.splitlines()[0]}",
+             "error")
+        if on_failure is None:
+            raise RuntimeError(f"timing {case.config} L={case.depth} {setup.implementation(case)} failed: {why}")
+        on_failure(case, why)
+    return records
+
+
+def _start(cases, setup, plan, isolate, delay, contain, prepare, inspect, flushed) -> list:
+    if not isolate:
+        if prepare is not None:
+            prepare()
+        return [CaseGroup(cases, setup, plan, contain=contain, delay=delay, inspect=inspect, flushed=flushed)]
+    if delay is not None:
+        raise ValueError("the test-only delay hook is not available with isolate (it does not cross processes)")
+    by_impl: dict[str, list[Case]] = {}
+    for case in cases:
+        by_impl.setdefault(setup.implementation(case), []).append(case)
+    return [WorkerGroup(group, setup, plan, prepare, inspect) for group in by_impl.values()]
+
+
+def _prepare(groups: list, failures: dict, report) -> list:
+    """Warm up each group in turn (never two on the device at once); the groups still alive."""
+    alive = []
+    for group in groups:
+        note(report, "warm-up " + ", ".join(f"{c.config} L={c.depth}" for c in group.cases), "detail")
+        try:
+            failures.update(group.prepare())
+        except GroupFailed as exc:
+            failures.update({c: str(exc) for c in group.cases})
+            group.close()
+            continue
+        alive.append(group)
+    return alive
+
+
+def _rounds(groups: list, plan: Plan, keep_going, failures: dict, report) -> bool:
+    """Round r samples every case that wants more, group by group; True if stopped early."""
+    rounds = max(plan.wanted.values())
+    done: dict[Case, int] = {}
+    for r in range(rounds):
+        want = {id(g): [c for c in g.estimate() if done.get(c, 0) < plan.wanted[c]] for g in groups}
+        if not any(want.values()):
+            break
+        if keep_going is not None:
+            need = sum(g.estimate()[c] for g in groups for c in want[id(g)])
+            if not keep_going(need):
+                note(report, f"stopped after {r} of {rounds} rounds", "warning")
+                return True
+        note(report, f"round {r + 1}/{rounds}", "detail")
+        for group in list(groups):
+            if not want[id(group)]:
+                continue
+            try:
+                group.round(want[id(group)])
+            except GroupFailed as exc:
+                failures.update({c: str(exc) for c in group.estimate() if c not in failures})
+                groups.remove(group)
+                group.close()
+                continue
+            for c in want[id(group)]:
+                done[c] = done.get(c, 0) + 1
+    return False
+
+
+def _collect(groups: list, truncated: bool, isolated: bool, failures: dict) -> dict[Case, dict]:
+    records = {}
+    for group in groups:
+        try:
+            records.update(group.records(truncated, isolated))
+        except GroupFailed as exc:
+            failures.update({c: str(exc) for c in group.estimate() if c not in failures})
+    return records
