@@ -29,7 +29,7 @@ from tlstm_bench.results import workspace, write_record
 from tlstm_bench.timing import Case, measure_cases
 
 TLSTM = ["2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn"]
-SLSTM = ["fused", "wavefront", "loop"]
+SLSTM = ["fused", "cudnn", "wavefront", "loop"]
 DEPTHS = [1, 4, 7, 10]
 
 

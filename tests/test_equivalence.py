@@ -57,6 +57,7 @@ TOLERANCES = {
     "fast": ((1e-9, 1e-10), (1e-8, 1e-9)),
     "triton": None,
     "fused": ((1e-10, 1e-12), (1e-10, 1e-12)),
+    "cudnn": ((1e-10, 1e-12), (1e-10, 1e-12)),
     "wavefront": ((1e-10, 1e-12), (1e-10, 1e-12)),
 }
 FLOAT32_RELATIVE = 2e-5
@@ -77,7 +78,7 @@ def _cases() -> list:
     cases += [_case("triton", c, d, **tiny) for c in TLSTM_CONFIGS for d in (1, 2, 3)]
     cases += [_case("triton", c, 2, **tiny) for c in TRITON_KNOBS]
     cases += [_case("triton", c, d, **{**tiny, **size}) for c, d, size in FLUSH]
-    cases += [_case(impl, "slstm", d, seq_len=t, channels=4) for impl in ("fused", "wavefront")
+    cases += [_case(impl, "slstm", d, seq_len=t, channels=4) for impl in ("fused", "cudnn", "wavefront")
               for d, t in SLSTM_SHAPES]
     return cases
 

@@ -99,12 +99,12 @@ def test_time_command_json_and_store(tmp_path, monkeypatch):
     records = json.loads(result.stdout)
     # slstm without --implementation: every sLSTM implementation; the tLSTM: fast
     got = {(r["config"], r["implementation"], r["depth"]) for r in records}
-    assert got == {(c, i, d) for c, i in [("slstm", "fused"), ("slstm", "wavefront"), ("slstm", "loop"),
-                                          ("2d", "fast")] for d in (1, 2)}
+    assert got == {(c, i, d) for c, i in [("slstm", "fused"), ("slstm", "cudnn"), ("slstm", "wavefront"),
+                                          ("slstm", "loop"), ("2d", "fast")] for d in (1, 2)}
     for r in records:
         assert {"config", "implementation", "depth", "channels", "seq_len", "device", "threads", "ms_per_step",
                 "samples"} <= r.keys()
-    assert len(list((tmp_path / "store" / "timing").glob("*.json"))) == 8
+    assert len(list((tmp_path / "store" / "timing").glob("*.json"))) == 10
 
 
 def test_time_command_table_and_csv(tmp_path, monkeypatch):

@@ -48,7 +48,7 @@ Source = Annotated[Optional[str], typer.Option(help="mnist/pmnist: idx (the MNIS
                                                     "8x8 digits, offline).")]
 PermSeed = Annotated[Optional[int], typer.Option(help="pmnist: seed of the fixed pixel permutation.")]
 Implementation = Annotated[Optional[str], typer.Option(help="Sequence loop (tLSTM: fast (default), eager, reference, "
-                                                            "triton; sLSTM: fused (default), wavefront, loop).")]
+                                                            "triton; sLSTM: fused (default), cudnn, wavefront, loop).")]
 
 
 @app.command()

@@ -9,6 +9,8 @@ Implementations (``model.implementation``), equal up to float rounding:
 
 * ``fused``: layer by layer, each layer one call of the fused torch LSTM kernel (T*L
   sequential cell steps, but the fastest per-layer kernel there is);
+* ``cudnn``: all L layers in one call of the multi-layer fused LSTM (one cuDNN call on a
+  GPU), the shared weights passed for every layer;
 * ``wavefront``: because the weights are shared, step s runs layer l at time s-l
   (Appleyard et al. 2016): every cell of one anti-diagonal is one batched cell call,
   T+L-1 sequential steps like the tLSTM;
@@ -100,6 +102,20 @@ def run_fused(model: SLSTM, z: torch.Tensor, state: SLSTMState):
     return inp, SLSTMState(torch.stack(hs), torch.stack(cs))
 
 
+def run_cudnn(model: SLSTM, z: torch.Tensor, state: SLSTMState):
+    """All L layers in ONE call of torch's multi-layer LSTM, the shared weights passed for every
+    layer. On a GPU that is one cuDNN call, which may overlap the layers as a wavefront
+    itself (and runs its persistent kernel for small hidden sizes): the strongest honest
+    sLSTM baseline there is. The weights are not one contiguous cuDNN buffer, so each call
+    copies them into one (a few hundred KB at M = 100); autograd sums each layer's gradient
+    into the one shared parameter."""
+    bias_hh = torch.zeros_like(model.b)
+    weights = [model.w_ih, model.w_hh, model.b, bias_hh] * model.depth
+    hx = (state.h.contiguous(), state.c.contiguous())
+    out, h_n, c_n = torch._VF.lstm(z, hx, weights, True, model.depth, 0.0, model.training, False, True)
+    return out, SLSTMState(h_n, c_n)
+
+
 def run_wavefront(model: SLSTM, z: torch.Tensor, state: SLSTMState):
     """T + L - 1 steps; at step s the layers lo..hi (those with 0 <= s - l < T) run as one call.
 
@@ -123,4 +139,5 @@ def run_wavefront(model: SLSTM, z: torch.Tensor, state: SLSTMState):
     return torch.stack(outputs, dim=1), SLSTMState(h, c)
 
 
-SLSTM_IMPLEMENTATIONS: dict[str, Callable] = {"fused": run_fused, "wavefront": run_wavefront, "loop": run_loop}
+SLSTM_IMPLEMENTATIONS: dict[str, Callable] = {"fused": run_fused, "cudnn": run_cudnn, "wavefront": run_wavefront,
+                                               "loop": run_loop}

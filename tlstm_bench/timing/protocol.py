@@ -65,7 +65,7 @@ def implementations_of(kind: str) -> list[str]:
 def plan_cases(configs: list[str], depths: list[int], implementation: str | None, device: str) -> list[Case]:
     """The cases to time: every config x depth x implementation.
 
-    No implementation: every sLSTM implementation (fused, wavefront, loop) and the tLSTM's
+    No implementation: every sLSTM implementation (fused, cudnn, wavefront, loop) and the tLSTM's
     default (``fast``). ``all``: every registered implementation (those in
     ``CUDA_IMPLEMENTATIONS`` only on cuda). A name: used for the configurations that have it
     (an error if none does).
