@@ -1,5 +1,5 @@
-"""Size bounds (models/memory.py): shape limits without big numbers, the memory estimate and its
-check, the audit's work limit, and the algorithmic tasks that cannot draw a training sample."""
+"""Size bounds: shape limits without big numbers (models/config.py), the memory estimate and its
+check (models/memory.py), the audit's work limit, and the algorithmic tasks that cannot draw a training sample."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from tlstm_bench.audit import AUDIT_WORK_LIMIT, audit_work, causal, check_audita
 from tlstm_bench.errors import UserError
 from tlstm_bench.models import count_params, parse_config
 from tlstm_bench.models import memory
-from tlstm_bench.models.memory import MAX_ENTRIES, check_shape, model_memory, run_memory
+from tlstm_bench.models.config import MAX_ENTRIES, check_shape
+from tlstm_bench.models.memory import model_memory, run_memory
 from tlstm_bench.tasks import check_task_options, make_task
 
 

@@ -55,7 +55,7 @@ def check_auditable(config, depth: int, *, channels: int = 3) -> None:
     """A one-line error when the audit of ``config`` at ``depth`` would take more than about 30 s,
     or its model would not be small."""
     from .models.budget import count_params
-    from .models.memory import check_shape
+    from .models.config import check_shape
 
     arch = parse_config(config)
     check_shape(arch, depth, (channels, "channels (M)"))

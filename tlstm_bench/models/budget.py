@@ -20,8 +20,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import UserError
-from .config import ArchConfig, parse_config
-from .memory import check_shape
+from .config import ArchConfig, check_shape, parse_config
 
 COMPONENTS = ("input_projection", "recurrent_kernel", "memory_kernel", "norm", "output_layer")
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from ..checks import integer
+from ..checks import MAX_DIM, integer
 from ..errors import UserError
 from ..vocab import DEFAULT_IMPLEMENTATION
 from .budget import parse_budget, solve_channels
-from .config import ArchConfig, parse_config
-from .memory import MAX_DIM, check_shape
+from .config import ArchConfig, check_shape, parse_config
 from .slstm import SLSTM, SLSTM_IMPLEMENTATIONS
 from .tlstm import TLSTM, TLSTM_IMPLEMENTATIONS
 

@@ -6,8 +6,7 @@ from ..errors import UserError
 from ..vocab import PAPER_NAMES, TIMING_SEQ_LEN
 from .budget import BINARY_MILLION, count_params, parse_budget, slstm_budget_channels, solve_channels
 from .build import resolve_channels, resolve_io
-from .config import parse_config
-from .memory import check_shape
+from .config import check_shape, parse_config
 
 
 def model_card(config, depth: int, *, vocab: int | None = None, input_size: int | None = None,

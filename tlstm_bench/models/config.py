@@ -17,12 +17,19 @@ preset's; a preset's knobs with the non-default window are ``<preset>:window=app
 (never the bare preset name: it computes another function); anything else is the full
 ``tlstm:dims=..,kernel=..,memory_conv=..,norm=..`` with ``,window=appendix`` appended
 when it is not the default (so labels of the default window are unchanged).
+
+Shape limits (:func:`check_kernel`, part of validating a configuration, and
+:func:`check_shape`, a configuration at a depth) live here, at the bottom of the models, so
+that the parameter counts, the builder and the memory estimate (:mod:`.memory`, which
+explains them) all check them without importing each other.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
+from ..checks import MAX_DIM, integer
 from ..errors import UserError
 from ..vocab import CONFIG_NAMES
 
@@ -83,8 +90,6 @@ class ArchConfig:
         return format_config(self)
 
     def validate(self) -> "ArchConfig":
-        from .memory import check_kernel  # here: memory.py imports this module
-
         if self.kind not in ("slstm", "tlstm"):
             raise UserError(f"unknown model kind {self.kind!r}; use 'slstm' or 'tlstm'")
         if self.kind == "tlstm":
@@ -187,3 +192,33 @@ def format_config(arch: ArchConfig) -> str:
     mc = 1 if arch.memory_conv else 0
     text = f"tlstm:dims={arch.dims},kernel={arch.kernel},memory_conv={mc},norm={arch.norm}"
     return f"{text},{window}" if window else text
+
+
+MAX_ENTRIES = 2**30  # K^(D-1) kernel entries, P^(D-1) locations
+
+
+def _power_at_most(base: int, exponent: int, limit: int) -> bool:
+    """Whether base^exponent <= limit, without computing a huge power."""
+    if base <= 1 or exponent <= 0:
+        return True
+    if exponent * math.log2(base) > math.log2(limit) + 1:
+        return False
+    return base ** exponent <= limit
+
+
+def check_kernel(arch: ArchConfig) -> None:
+    """K^(D-1) kernel entries at most :data:`MAX_ENTRIES` (part of validating a configuration)."""
+    if arch.kind == "tlstm" and not _power_at_most(arch.kernel, arch.dims - 1, MAX_ENTRIES):
+        raise UserError(f"dims={arch.dims}, kernel={arch.kernel} gives K^(D-1) kernel entries above 2^30 "
+                        f"(each location's window); no model that size fits a machine: lower dims or kernel")
+
+
+def check_shape(arch: ArchConfig, depth: int, *sizes: "tuple[int | None, str]") -> None:
+    """Depth L, the P^(D-1) locations it gives, and each ``(size, name)`` within the limits."""
+    integer(depth, "depth (L)", maximum=MAX_DIM)
+    for size, name in sizes:
+        if size is not None:
+            integer(size, name, maximum=MAX_DIM)
+    if arch.kind == "tlstm" and not _power_at_most(arch.tensor_size(depth), arch.dims - 1, MAX_ENTRIES):
+        raise UserError(f"{arch.label} at L={depth:,} has P^(D-1) = {arch.tensor_size(depth):,}^{arch.dims - 1} "
+                        f"locations, above 2^30; no model that size fits a machine: lower the depth")

@@ -3,11 +3,13 @@
 Both are checked before anything is allocated, so a size no machine can hold is a one-line
 error at once instead of a hang or an allocator failure minutes later.
 
-* **Shape limits** (:func:`check_shape`). K^(D-1) kernel entries and P^(D-1) locations at
-  most 2^30 each (:data:`MAX_ENTRIES`), every tensor dimension (M, R, S, L) at most
-  2^31 - 1 (:data:`MAX_DIM`, torch's 32-bit index kernels). The powers are compared through
-  logarithms, so ``tlstm:dims=100000000`` is refused without computing 3^(D-1), a number of
-  48 million digits. No model that fits a machine comes near these limits; they keep every
+* **Shape limits** (:func:`.config.check_shape`; they live in :mod:`.config`, below the
+  parameter counts and the builder that check them, which this module imports). K^(D-1)
+  kernel entries and P^(D-1) locations at most 2^30 each (:data:`.config.MAX_ENTRIES`),
+  every tensor dimension (M, R, S, L) at most 2^31 - 1 (:data:`tlstm_bench.checks.MAX_DIM`,
+  torch's 32-bit index kernels). The powers are compared through logarithms, so
+  ``tlstm:dims=100000000`` is refused without computing 3^(D-1), a number of 48 million
+  digits. No model that fits a machine comes near these limits; they keep every
   count an ordinary number.
 * **Memory** (:func:`run_memory`, :func:`check_fits`). A lower estimate of the bytes one
   forward + backward pass holds at its peak, from D, K, L, M, T, the batch and the dtype:
@@ -23,46 +25,16 @@ error at once instead of a hang or an allocator failure minutes later.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..checks import MAX_DIM
+from ..checks import MAX_DIM  # noqa: F401  (timing.protocol imports it from here)
 from ..errors import UserError
 from ..vocab import DEFAULT_DTYPE, DTYPE_BYTES
-from .config import ArchConfig
-
-MAX_ENTRIES = 2**30  # K^(D-1) kernel entries, P^(D-1) locations
-
-
-def _power_at_most(base: int, exponent: int, limit: int) -> bool:
-    """Whether base^exponent <= limit, without computing a huge power."""
-    if base <= 1 or exponent <= 0:
-        return True
-    if exponent * math.log2(base) > math.log2(limit) + 1:
-        return False
-    return base ** exponent <= limit
-
-
-def check_kernel(arch: ArchConfig) -> None:
-    """K^(D-1) kernel entries at most :data:`MAX_ENTRIES` (part of validating a configuration)."""
-    if arch.kind == "tlstm" and not _power_at_most(arch.kernel, arch.dims - 1, MAX_ENTRIES):
-        raise UserError(f"dims={arch.dims}, kernel={arch.kernel} gives K^(D-1) kernel entries above 2^30 "
-                        f"(each location's window); no model that size fits a machine: lower dims or kernel")
-
-
-def check_shape(arch: ArchConfig, depth: int, *sizes: "tuple[int | None, str]") -> None:
-    """Depth L, the P^(D-1) locations it gives, and each ``(size, name)`` within the limits."""
-    from ..checks import integer
-
-    integer(depth, "depth (L)", maximum=MAX_DIM)
-    for size, name in sizes:
-        if size is not None:
-            integer(size, name, maximum=MAX_DIM)
-    if arch.kind == "tlstm" and not _power_at_most(arch.tensor_size(depth), arch.dims - 1, MAX_ENTRIES):
-        raise UserError(f"{arch.label} at L={depth:,} has P^(D-1) = {arch.tensor_size(depth):,}^{arch.dims - 1} "
-                        f"locations, above 2^30; no model that size fits a machine: lower the depth")
+from .budget import count_params
+from .build import resolve_channels, resolve_io
+from .config import ArchConfig, check_shape, parse_config
 
 
 @dataclass(frozen=True)
@@ -166,10 +138,6 @@ def model_memory(config, depth: int, *, channels: int | None = None, budget=None
                  dtype: str = DEFAULT_DTYPE, optimizer: bool = False, backward: bool = True) -> MemoryEstimate:
     """:func:`run_memory` of the model ``build_model`` would build from these arguments, without
     building it (the shape limits and the model's own arguments are checked first)."""
-    from .budget import count_params
-    from .build import resolve_channels, resolve_io
-    from .config import parse_config
-
     arch = parse_config(config)
     check_shape(arch, depth)
     r, s, tokens = resolve_io(vocab, input_size, output_size)

@@ -24,7 +24,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..errors import UserError
 from .base import RecurrentModel
 from .config import ArchConfig
 
@@ -227,20 +226,8 @@ def run_eager(model: TLSTM, z: torch.Tensor, state: TLSTMState):
     return torch.stack(outputs, dim=1), after_input
 
 
-def run_triton(model: TLSTM, z: torch.Tensor, state: TLSTMState):
-    """``triton`` (:mod:`tlstm_bench.models.triton_tlstm`), imported on first use: Triton is
-    an optional dependency (the ``gpu`` extra) and nothing else imports it."""
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        raise UserError("implementation 'triton' needs Triton: pip install -e \".[gpu]\" (or pip install triton); "
-                        "or use implementation 'fast'") from None
-    from .triton_tlstm import run_triton as run
-
-    return run(model, z, state)
-
-
 # Implementations of the (T+L-1)-step loop, selectable per model by name. The oracle
 # (models.oracle) registers "reference"; faster paths register themselves here, and
-# models/__init__ registers the lazy "triton" runner last.
+# models/__init__ registers the lazy "triton" runner last (it imports models.triton_tlstm,
+# which imports this module).
 TLSTM_IMPLEMENTATIONS: dict[str, Callable] = {"eager": run_eager}

@@ -164,9 +164,9 @@ def _canonical_configs(check: _Checker, key: str, configs: tuple[str, ...]) -> t
 
 
 def _check_shapes(check: _Checker, key: str, configs: tuple[str, ...], depths: tuple[int, ...]) -> None:
-    """Every configuration at every depth within the size limits (models.memory.check_shape)."""
+    """Every configuration at every depth within the size limits (models.config.check_shape)."""
     from ..models import parse_config
-    from ..models.memory import check_shape
+    from ..models.config import check_shape
 
     for config in configs:
         for depth in depths:
