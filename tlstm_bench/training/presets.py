@@ -13,12 +13,13 @@ budget selects over the preset's channels), 10M parameters on enwik8.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 from ..errors import UserError
 
-if TYPE_CHECKING:
-    from .settings import TrainSettings
+# A TrainSettings (:mod:`.settings`); not imported, even for type checking: settings imports
+# this module, and fill needs only the fields it replaces.
+_Settings = TypeVar("_Settings")
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Preset:
     patience: int | None = None
     early_stopping: bool = True  # stop after `patience` evaluations without improvement (validated tasks)
 
-    def fill(self, settings: "TrainSettings") -> "TrainSettings":
+    def fill(self, settings: _Settings) -> _Settings:
         """``settings`` with what they leave out taken from this preset; what they give wins.
 
         The model size (channels or budget) and the length (max_samples or epochs) are taken as
