@@ -26,8 +26,7 @@ import pytest
 
 from tlstm_bench.errors import UserError
 from tlstm_bench.sweeps.grid import expand, parse_filters, select
-from tlstm_bench.sweeps.plan import cluster_machine, plan_sweep, run_sweep
-from tlstm_bench.sweeps.runner import run_cells
+from tlstm_bench.sweeps.plan import cluster_machine, plan_sweep, run_cells, run_sweep
 from tlstm_bench.sweeps.slurm import SlurmOptions
 from tlstm_bench.sweeps.spec import load_spec
 

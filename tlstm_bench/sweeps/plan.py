@@ -2,24 +2,28 @@
 
 :func:`plan_sweep` reads the spec, expands its cells and looks up each cell's state in the
 store; :func:`plan_rows` and :func:`summary_rows` describe a plan and a finished sweep as rows
-of text for the CLI to draw; :func:`run_sweep` plans and runs (:mod:`.runner`).
+of text for the CLI to draw; :func:`run_sweep` plans and runs. :func:`run_cells` runs cells
+with an executor (:mod:`.runner` here, :mod:`.slurm` as SLURM jobs) and waits for those other
+processes hold; it lives here, above both executors, because slurm.py builds on runner.py.
 """
 
 from __future__ import annotations
 
+import functools
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import checks
 from ..errors import UserError
-from ..events import Progress
+from ..events import Progress, reporter
 from ..results import store
 from ..results.provenance import code_version
 from ..vocab import DEFAULT_DTYPE, parse_device
 from .cell import DEFAULT_CELL_FN
 from .grid import Cell, expand, parse_filters, select
-from .runner import DONE, FAILED, Summary, cell_state, run_cells
-from .slurm import SlurmOptions
+from .runner import DONE, FAILED, Outcome, Summary, cell_state, run_local, term_interrupts, wait_elsewhere
+from .slurm import SlurmOptions, run_slurm
 from .spec import SweepSpec, check_device_here, load_spec
 
 EXECUTORS = ("local", "slurm")
@@ -234,3 +238,48 @@ def run_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", jobs: int =
         check_device_here(device or plan.spec.device)
     return run_cells(plan.cells, root, jobs=jobs, executor=executor, cell_fn=cell_fn, retry_failed=retry_failed,
                      slurm=slurm, progress=progress, extra_env=env)
+
+
+def run_cells(cells: list[Cell], root: "str | Path", *, jobs: int = 1, executor: str = "local",
+              cell_fn: str = DEFAULT_CELL_FN, retry_failed: bool = False, slurm=None, progress: Progress = None,
+              extra_env: dict | None = None) -> Summary:
+    """Run the cells (already selected), wait for those that others run, and summarise.
+
+    ``slurm``: the :class:`~.slurm.SlurmOptions` of the slurm executor. ``progress``: a
+    reporter of :mod:`tlstm_bench.events` (silent by default). ``extra_env``: variables set
+    for every cell process (``TLSTM_BENCH_DATA``).
+    """
+    root = Path(root)
+    start = time.monotonic()
+    report = reporter(progress)
+    execute = _executor(executor, root, jobs=jobs, cell_fn=cell_fn, retry_failed=retry_failed, slurm=slurm,
+                        report=report, extra_env=extra_env)
+    with term_interrupts():
+        outcomes, interrupted = execute(cells)
+        while not interrupted and any(o.state == "taken" for o in outcomes):
+            taken = [o.cell for o in outcomes if o.state == "taken"]
+            outcomes = [o for o in outcomes if o.state != "taken"]
+            try:
+                finished, free, held = wait_elsewhere(taken, root, report=report)
+            except KeyboardInterrupt:
+                outcomes += [Outcome(c, "taken") for c in taken]
+                interrupted = True
+                break
+            outcomes += finished + [Outcome(c, "taken") for c in held]
+            if free:  # their owners died without a record: take them over
+                more, interrupted = execute(free)
+                outcomes += more
+    # A cell interrupted from outside (its process or job killed) has no record: the sweep is not done.
+    interrupted = interrupted or any(o.state == "interrupted" for o in outcomes)
+    return Summary(cells[0].sweep if cells else "", len(cells), outcomes, time.monotonic() - start, interrupted)
+
+
+def _executor(executor: str, root: Path, *, jobs, cell_fn, retry_failed, slurm, report, extra_env):
+    """A function running a list of cells with ``executor``: (outcomes, interrupted)."""
+    if executor == "local":
+        return functools.partial(run_local, root=root, jobs=jobs, cell_fn=cell_fn, retry_failed=retry_failed,
+                                 report=report, extra_env=extra_env)
+    if executor == "slurm":
+        return functools.partial(run_slurm, root=root, options=slurm or SlurmOptions(), cell_fn=cell_fn,
+                                 retry_failed=retry_failed, report=report, extra_env=extra_env)
+    raise UserError(f"unknown executor {executor!r}; use local or slurm")

@@ -21,14 +21,14 @@ Rules (docs/sweeps.md, "Resuming and running twice", says the same):
   failed) is **collected** by the next run that claims the cell (:func:`harvest`), not rerun.
 
 Executors: :func:`run_local` (subprocesses here, ``jobs`` at once) and
-:func:`.slurm.run_slurm` (one SLURM job per cell); :func:`run_cells` runs either and waits
-for the cells other processes hold. Progress goes to a reporter (:mod:`tlstm_bench.events`).
+:func:`.slurm.run_slurm` (one SLURM job per cell, built on this module's :func:`run_cell`);
+:func:`.plan.run_cells` runs either and waits (:func:`wait_elsewhere`) for the cells other
+processes hold. Progress goes to a reporter (:mod:`tlstm_bench.events`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import shutil
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UserError
-from ..events import Event, Progress, Reporter, note, reporter, silent
+from ..events import Event, Reporter, note, silent
 from ..results import store
 from . import lock as locks
 from .cell import DEFAULT_CELL_FN, cell_checkpoint_dir, cell_to_json, make_record
@@ -344,7 +344,7 @@ def outcome_note(outcome: Outcome) -> Event | None:
 
 
 @contextlib.contextmanager
-def _term_interrupts():
+def term_interrupts():
     """SIGTERM (kill, scancel, a timeout of the caller) stops the sweep as Ctrl-C does."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -384,7 +384,7 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
     report(Event("start", "cells", done=0, total=len(cells)))
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
-        with _term_interrupts():
+        with term_interrupts():
             pending = {pool.submit(work, cell) for cell in cells}
             while pending:
                 done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -458,50 +458,3 @@ def _holders(root: Path, cells: list[Cell]) -> str:
         owners[f"pid {info.get('pid')} on {info.get('host')}"] += 1
     plural = "s" if len(cells) > 1 else ""
     return f"{len(cells)} cell{plural} that another run is running ({', '.join(owners)})"
-
-
-def run_cells(cells: list[Cell], root: "str | Path", *, jobs: int = 1, executor: str = "local",
-              cell_fn: str = DEFAULT_CELL_FN, retry_failed: bool = False, slurm=None, progress: Progress = None,
-              extra_env: dict | None = None) -> Summary:
-    """Run the cells (already selected), wait for those that others run, and summarise.
-
-    ``slurm``: the :class:`~.slurm.SlurmOptions` of the slurm executor. ``progress``: a
-    reporter of :mod:`tlstm_bench.events` (silent by default). ``extra_env``: variables set
-    for every cell process (``TLSTM_BENCH_DATA``).
-    """
-    root = Path(root)
-    start = time.monotonic()
-    report = reporter(progress)
-    execute = _executor(executor, root, jobs=jobs, cell_fn=cell_fn, retry_failed=retry_failed, slurm=slurm,
-                        report=report, extra_env=extra_env)
-    with _term_interrupts():
-        outcomes, interrupted = execute(cells)
-        while not interrupted and any(o.state == "taken" for o in outcomes):
-            taken = [o.cell for o in outcomes if o.state == "taken"]
-            outcomes = [o for o in outcomes if o.state != "taken"]
-            try:
-                finished, free, held = wait_elsewhere(taken, root, report=report)
-            except KeyboardInterrupt:
-                outcomes += [Outcome(c, "taken") for c in taken]
-                interrupted = True
-                break
-            outcomes += finished + [Outcome(c, "taken") for c in held]
-            if free:  # their owners died without a record: take them over
-                more, interrupted = execute(free)
-                outcomes += more
-    # A cell interrupted from outside (its process or job killed) has no record: the sweep is not done.
-    interrupted = interrupted or any(o.state == "interrupted" for o in outcomes)
-    return Summary(cells[0].sweep if cells else "", len(cells), outcomes, time.monotonic() - start, interrupted)
-
-
-def _executor(executor: str, root: Path, *, jobs, cell_fn, retry_failed, slurm, report, extra_env):
-    """A function running a list of cells with ``executor``: (outcomes, interrupted)."""
-    if executor == "local":
-        return functools.partial(run_local, root=root, jobs=jobs, cell_fn=cell_fn, retry_failed=retry_failed,
-                                 report=report, extra_env=extra_env)
-    if executor == "slurm":
-        from .slurm import SlurmOptions, run_slurm
-
-        return functools.partial(run_slurm, root=root, options=slurm or SlurmOptions(), cell_fn=cell_fn,
-                                 retry_failed=retry_failed, report=report, extra_env=extra_env)
-    raise UserError(f"unknown executor {executor!r}; use local or slurm")
