@@ -80,6 +80,7 @@ def _cases() -> list:
     cases += [_case("triton", c, d, **{**tiny, **size}) for c, d, size in FLUSH]
     cases += [_case(impl, "slstm", d, seq_len=t, channels=4) for impl in ("fused", "cudnn", "wavefront")
               for d, t in SLSTM_SHAPES]
+    cases += [_case("cudnn", "lstm", d, seq_len=t, channels=4) for d, t in SLSTM_SHAPES]  # the untied anchor
     return cases
 
 
@@ -124,11 +125,13 @@ def test_every_implementation_equals_the_oracle(implementation, config, depth, s
 
 def test_the_matrix_covers_every_registered_implementation():
     from tlstm_bench.models import SLSTM_IMPLEMENTATIONS, TLSTM_IMPLEMENTATIONS
+    from tlstm_bench.models.lstm import LSTM_IMPLEMENTATIONS
 
     tested = {case.values[0] for case in _cases()}
     oracles = set(ORACLE_IMPLEMENTATION.values())
     # (timing.inject registers deliberately slowed copies of fast, "fast+NAME", for the gate's tests)
-    registered = {n for n in (*TLSTM_IMPLEMENTATIONS, *SLSTM_IMPLEMENTATIONS) if not n.startswith("fast+")}
+    registered = {n for n in (*TLSTM_IMPLEMENTATIONS, *SLSTM_IMPLEMENTATIONS, *LSTM_IMPLEMENTATIONS)
+                  if not n.startswith("fast+")}
     assert tested | oracles == registered
     assert set(CONFIG_NAMES) - {"slstm"} <= {case.values[1] for case in _cases()}
 

@@ -37,7 +37,7 @@ def audit_work(config, depth: int, *, channels: int = 3) -> int:
     arch = parse_config(config)
     seq_len = depth + 3
     passes = 2 * seq_len
-    if arch.kind == "slstm":
+    if arch.kind != "tlstm":
         per_pass = seq_len * depth * _SLSTM_LAYER_STEP
     else:
         window = max(1.0, arch.kernel_entries / _PRESET_WINDOW)

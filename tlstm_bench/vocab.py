@@ -30,13 +30,18 @@ PAPER_NAMES = {
     "3d-cn": "3D tLSTM+CN",
 }
 
+# Anchors: models that are not among the paper's seven, shown beside them so a reader sees what
+# the usual alternative costs (marked as such in tables and figures). ``lstm``: the untied
+# stacked LSTM, torch.nn.LSTM(M, M, num_layers=L), "what a user would pick instead".
+ANCHOR_NAMES = {"lstm": "stacked LSTM (untied, not in the paper)"}
+
 # ---- implementations (the sequence loops; the registries in tlstm_bench.models name them all) --
 # What runs when no implementation is named, by build_model, timing, training and sweeps alike:
 # the fastest correct path measured on a CPU (results/evidence/REPORT.md). Each is tested
 # against the slow oracle for outputs and gradients (tests/test_equivalence.py).
-DEFAULT_IMPLEMENTATION = {"tlstm": "fast", "slstm": "fused"}
+DEFAULT_IMPLEMENTATION = {"tlstm": "fast", "slstm": "fused", "lstm": "cudnn"}
 # The slow, obvious loop every other implementation is tested against.
-ORACLE_IMPLEMENTATION = {"tlstm": "reference", "slstm": "loop"}
+ORACLE_IMPLEMENTATION = {"tlstm": "reference", "slstm": "loop", "lstm": "loop"}
 # Implementations that run only on a CUDA device (``time ... --implementation all`` leaves them
 # out on a CPU).
 CUDA_IMPLEMENTATIONS = frozenset({"cuda-graph", "triton"})

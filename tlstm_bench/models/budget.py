@@ -49,8 +49,9 @@ def count_params(config: "str | ArchConfig", depth: int, channels: int, input_si
     m, r, s = channels, input_size, output_size
     inp = r * m + m
     out = m * s + s
-    if arch.kind == "slstm":
-        return ParamCount(inp, 8 * m * m + 4 * m, 0, 0, out)
+    if arch.kind != "tlstm":  # one layer's weights, shared (slstm) or one set per layer (lstm)
+        layers = depth if arch.kind == "lstm" else 1
+        return ParamCount(inp, layers * (8 * m * m + 4 * m), 0, 0, out)
     kd = arch.kernel_entries
     n = arch.tensor_size(depth) ** (arch.dims - 1)
     rec = kd * m * 4 * m + 4 * m

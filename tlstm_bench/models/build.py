@@ -7,8 +7,13 @@ from ..errors import UserError
 from ..vocab import DEFAULT_IMPLEMENTATION
 from .budget import parse_budget, solve_channels
 from .config import ArchConfig, check_shape, parse_config
+from .lstm import LSTM_IMPLEMENTATIONS, StackedLSTM
 from .slstm import SLSTM, SLSTM_IMPLEMENTATIONS
 from .tlstm import TLSTM, TLSTM_IMPLEMENTATIONS
+
+# Each model kind: its registry of sequence loops and its class.
+FAMILIES = {"tlstm": (TLSTM_IMPLEMENTATIONS, TLSTM), "slstm": (SLSTM_IMPLEMENTATIONS, SLSTM),
+            "lstm": (LSTM_IMPLEMENTATIONS, StackedLSTM)}
 
 
 def resolve_io(vocab: int | None, input_size: int | None, output_size: int | None) -> tuple[int, int, bool]:
@@ -56,15 +61,15 @@ def build_model(config: "str | ArchConfig", depth: int, *, vocab: int | None = N
         forget_bias: initial forget-gate bias (1; the paper uses 4 for images).
         implementation: the sequence loop to use (tLSTM: ``fast`` default, ``eager``,
             ``reference`` = the oracle, ``triton`` (a CUDA GPU and the gpu extra);
-            sLSTM: ``fused`` default,
-            ``wavefront``, ``loop``).
+            sLSTM: ``fused`` default, ``cudnn``, ``wavefront``, ``loop``; the ``lstm``
+            anchor: ``cudnn`` default, ``loop``).
     """
     arch = parse_config(config)
     check_shape(arch, depth)  # L an integer >= 1, at most 2^30 locations
     r, s, tokens = resolve_io(vocab, input_size, output_size)
     m = resolve_channels(arch, depth, channels, budget, r, s)
     kwargs = dict(channels=m, input_size=r, output_size=s, tokens=tokens, forget_bias=forget_bias)
-    table, cls = (SLSTM_IMPLEMENTATIONS, SLSTM) if arch.kind == "slstm" else (TLSTM_IMPLEMENTATIONS, TLSTM)
+    table, cls = FAMILIES[arch.kind]
     if implementation is None:
         implementation = DEFAULT_IMPLEMENTATION[arch.kind]
     if implementation not in table:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 
 from ..checks import MAX_DIM, integer
 from ..errors import UserError
-from ..vocab import CONFIG_NAMES
+from ..vocab import ANCHOR_NAMES, CONFIG_NAMES
 
 NORMS = ("none", "ln", "cn")
 # The memory-cell convolution window (SPEC section 3 step 5): "aligned" reads offsets
@@ -44,7 +44,8 @@ DEFAULT_WINDOW = WINDOWS[0]
 
 @dataclass(frozen=True)
 class ArchConfig:
-    """One architecture. ``kind`` is ``"slstm"`` or ``"tlstm"``; knobs apply to tLSTMs."""
+    """One architecture. ``kind`` is ``"slstm"``, ``"tlstm"`` or ``"lstm"`` (the untied anchor,
+    ``vocab.ANCHOR_NAMES``); knobs apply to tLSTMs."""
 
     kind: str = "tlstm"
     dims: int = 2  # D: tensor dimension (hidden state is P^(D-1) x M)
@@ -75,13 +76,13 @@ class ArchConfig:
 
     def tensor_size(self, depth: int) -> int:
         """P = a*L, the largest P with L = ceil(P / a) (SPEC section 3, paper eq. 7)."""
-        if self.kind == "slstm":
-            return depth  # P is "the number of layers" for the stacked LSTM
+        if self.kind != "tlstm":
+            return depth  # P is "the number of layers" for a stacked LSTM
         return self.reach_in * depth
 
     def sequential_steps(self, seq_len: int, depth: int) -> int:
         """Sequential cell steps for a sequence of T: T*L layer by layer, T+L-1 for a tLSTM."""
-        if self.kind == "slstm":
+        if self.kind != "tlstm":
             return seq_len * depth
         return seq_len + depth - 1
 
@@ -90,8 +91,8 @@ class ArchConfig:
         return format_config(self)
 
     def validate(self) -> "ArchConfig":
-        if self.kind not in ("slstm", "tlstm"):
-            raise UserError(f"unknown model kind {self.kind!r}; use 'slstm' or 'tlstm'")
+        if self.kind not in ("slstm", "tlstm", "lstm"):
+            raise UserError(f"unknown model kind {self.kind!r}; use 'slstm', 'tlstm' or 'lstm'")
         if self.kind == "tlstm":
             if self.dims < 2:
                 raise UserError(f"dims (D) must be >= 2, got {self.dims}")
@@ -119,6 +120,8 @@ PRESETS: dict[str, ArchConfig] = {
     "3d-cn": ArchConfig(dims=3, kernel=3, memory_conv=True, norm="cn", name="3d-cn"),
 }
 assert tuple(PRESETS) == CONFIG_NAMES  # the knobs of each name in tlstm_bench.vocab, in its order
+ANCHORS: dict[str, ArchConfig] = {"lstm": ArchConfig(kind="lstm", name="lstm")}
+assert tuple(ANCHORS) == tuple(ANCHOR_NAMES)
 
 _KNOBS = {"dims", "kernel", "memory_conv", "norm", "window"}
 _TRUE = {"1", "true", "yes", "on"}
@@ -127,7 +130,7 @@ _FALSE = {"0", "false", "no", "off"}
 
 def _unknown_config(text: str) -> UserError:
     return UserError(
-        f"unknown config {text!r}; use one of {', '.join(CONFIG_NAMES)} "
+        f"unknown config {text!r}; use one of {', '.join(CONFIG_NAMES)} (or the anchor lstm) "
         "or knobs like 'tlstm:dims=4,kernel=5,memory_conv=1,norm=cn'"
     )
 
@@ -144,11 +147,13 @@ def parse_config(config: "str | ArchConfig") -> ArchConfig:
         arch = ArchConfig()
     elif base in PRESETS:
         arch = PRESETS[base]
+    elif base in ANCHORS:
+        arch = ANCHORS[base]
     else:
         raise _unknown_config(config)
     if not knobs:
         return arch.validate()
-    if arch.kind == "slstm":
+    if arch.kind != "tlstm":
         raise UserError(f"the stacked LSTM has no knobs; got {config!r}")
     values: dict[str, object] = {}
     for item in knobs.split(","):
@@ -181,8 +186,8 @@ def _preset_of(arch: ArchConfig) -> str | None:
 
 def format_config(arch: ArchConfig) -> str:
     """The canonical string for an ArchConfig (see the module docstring); it parses back to ``arch``."""
-    if arch.kind == "slstm":
-        return "slstm"
+    if arch.kind != "tlstm":
+        return arch.kind
     window = f"window={arch.window}" if arch.window != DEFAULT_WINDOW else ""
     if arch.name and not window:
         return arch.name

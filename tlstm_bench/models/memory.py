@@ -75,7 +75,7 @@ def run_memory(arch: ArchConfig, depth: int, *, channels: int, input_size: int, 
     m, b, t = channels, batch, seq_len
     weights = params * e * ((2 if backward else 1) + (2 if optimizer else 0))
     data = b * t * (8 if tokens else input_size * e) + b * t * output_size * e * (3 if backward else 1)
-    if arch.kind == "slstm":
+    if arch.kind != "tlstm":
         # gates (4M), c and h of every layer at every step
         per_step = b * depth * 6 * m
         steps = t

@@ -57,10 +57,10 @@ def _implementation_ok(config: str, implementation: str) -> bool:
     """Whether a named sequence loop exists for this configuration ("default" always does)."""
     if implementation == "default":
         return True
-    from ..models import SLSTM_IMPLEMENTATIONS, TLSTM_IMPLEMENTATIONS, parse_config
+    from ..models import parse_config
+    from ..timing import implementations_of
 
-    family = SLSTM_IMPLEMENTATIONS if parse_config(config).kind == "slstm" else TLSTM_IMPLEMENTATIONS
-    return implementation in family
+    return implementation in implementations_of(parse_config(config).kind)
 
 
 def runtime_io(spec: SweepSpec, section) -> dict:

@@ -29,9 +29,10 @@ from torch.nn import functional as F
 from .. import checks
 from ..audit import causal
 from ..errors import UserError
-from ..models import SLSTM_IMPLEMENTATIONS, TLSTM_IMPLEMENTATIONS, build_model, format_config, parse_config
-from ..models.memory import MAX_DIM, MemoryEstimate, check_fits, model_memory
+from ..models import TLSTM_IMPLEMENTATIONS, build_model, parse_config
+from ..models.build import FAMILIES
 from ..models.cuda_graph import GraphedStep, check_cuda
+from ..models.memory import MAX_DIM, MemoryEstimate, check_fits, model_memory
 from ..results import provenance
 from ..vocab import (CUDA_IMPLEMENTATIONS, DEFAULT_DTYPE, DEFAULT_IMPLEMENTATION, DTYPES, GRAPHED_IMPLEMENTATIONS,
                      MAX_REPEATS, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP, torch_device)
@@ -55,10 +56,10 @@ class Case:
 
 
 def implementations_of(kind: str) -> list[str]:
-    """Every implementation a case of this kind (``slstm``, ``tlstm``) can be timed with: the
-    model's sequence loops, and for the tLSTM the graphed step (``cuda-graph``)."""
-    if kind == "slstm":
-        return list(SLSTM_IMPLEMENTATIONS)
+    """Every implementation a case of this kind (``slstm``, ``tlstm``, ``lstm``) can be timed with:
+    the model's sequence loops, and for the tLSTM the graphed step (``cuda-graph``)."""
+    if kind != "tlstm":
+        return list(FAMILIES[kind][0])
     return [*TLSTM_IMPLEMENTATIONS, *GRAPHED_IMPLEMENTATIONS]
 
 
@@ -74,7 +75,7 @@ def plan_cases(configs: list[str], depths: list[int], implementation: str | None
     for config in configs:
         arch = parse_config(config)
         table = implementations_of(arch.kind)
-        if implementation == "all" or (implementation is None and arch.kind == "slstm"):
+        if implementation == "all" or (implementation is None and arch.kind != "tlstm"):
             names = [n for n in table if n not in CUDA_IMPLEMENTATIONS or device.startswith("cuda")]
         elif implementation is None:
             names = [default_implementation(config)]
