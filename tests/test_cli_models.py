@@ -165,3 +165,10 @@ def test_budget_shows_the_literal_counts():
     assert by_config["3d"]["channels"] == 187 and by_config["3d"]["literal_params"] == 5_803_220
     assert by_config["slstm"]["literal_params"] == by_config["slstm"]["params"]
     assert "literal" not in run("budget", "3d", "--depths", "1").stdout  # 10M: no literal M
+
+
+def test_info_shows_budget_names_literally_not_as_emoji():
+    """rich reads ':100:' as an emoji code: "matched to slstm:100: M" came out as "slstm💯 M"."""
+    result = CliRunner().invoke(app, ["info", "2d", "--depth", "3", "--channels", "100", "--vocab", "205"])
+    assert result.exit_code == 0, result.output
+    assert "slstm:100: M" in result.output and "\U0001f4af" not in result.output

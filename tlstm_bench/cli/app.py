@@ -45,8 +45,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
+console = Console(emoji=False)  # no ":100:" -> emoji in "slstm:100: M" (names hold colons)
+err_console = Console(stderr=True, emoji=False)
 
 # Every command that reads or writes results takes the same workspace option.
 ResultsDir = Annotated[Optional[Path], typer.Option(
