@@ -229,4 +229,5 @@ def test_time_command_a_failing_implementation_fails_alone(tmp_path, monkeypatch
     assert result.exit_code == 1, result.output
     assert "2d L=1 fails failed (the other cases were timed): RuntimeError: CUDA error" in result.stderr
     assert "Traceback" not in result.output
-    assert {r["implementation"] for r in json.loads(result.stdout)} == {"eager", "reference", "fast"}
+    timed = {r["implementation"] for r in json.loads(result.stdout)}
+    assert {"eager", "reference", "fast"} <= timed and "fails" not in timed  # (other tests may register more)

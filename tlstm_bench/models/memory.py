@@ -29,7 +29,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..checks import MAX_DIM  # noqa: F401  (timing.protocol imports it from here)
 from ..errors import UserError
 from ..vocab import DEFAULT_DTYPE, DTYPE_BYTES
 from .budget import count_params

@@ -27,12 +27,13 @@ import torch
 from torch.nn import functional as F
 
 from .. import checks
+from ..checks import MAX_DIM
 from ..audit import causal
 from ..errors import UserError
 from ..models import TLSTM_IMPLEMENTATIONS, build_model, parse_config
 from ..models.build import FAMILIES
 from ..models.cuda_graph import GraphedStep, check_cuda
-from ..models.memory import MAX_DIM, MemoryEstimate, check_fits, model_memory
+from ..models.memory import MemoryEstimate, check_fits, model_memory
 from ..results import provenance
 from ..vocab import (CUDA_IMPLEMENTATIONS, DEFAULT_DTYPE, DEFAULT_IMPLEMENTATION, DTYPES, GRAPHED_IMPLEMENTATIONS,
                      MAX_REPEATS, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP, torch_device)
