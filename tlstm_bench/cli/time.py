@@ -38,7 +38,8 @@ def time_(
     seed: Annotated[int, typer.Option(help="Seed of the model and the input.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of the records.")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print the records as CSV.")] = False,
-    store: Annotated[bool, typer.Option(help="Write each record to the results store (collection 'timing').")] = True,
+    no_store: Annotated[bool, typer.Option("--no-store", help="Do not write the records to the results store "
+                                                             "(by default each goes to collection 'timing').")] = False,
     results_dir: ResultsDir = None,
 ) -> None:
     """Time forward + loss + backward per timestep, batch 1, warm-up excluded, median and IQR."""
@@ -46,6 +47,7 @@ def time_(
     from ..timing import measure_cases, plan_cases
     from .save import save_records
 
+    store = not no_store
     folder = workspace(results_dir)
     if store:  # checked before timing, not after
         folder.check_writable("timing")
