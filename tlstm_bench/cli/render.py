@@ -119,12 +119,17 @@ class Renderer:
 
     def _start(self, event: Event) -> None:
         self.close()
-        name = TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis"))
-        fixed = Column(no_wrap=True)
-        self.bar = _TwoLines(name, BarColumn(bar_width=None), CountColumn(table_column=fixed),
-                             TimesColumn(table_column=fixed), console=self.console, transient=False, expand=True)
+        # The count and the times keep their width; a long name (a knob string) is cut instead.
+        count = len(f"{event.total or 0:,}") * 2 + 1
+        times = len("0:00:00 elapsed, ~0:00:00 left")
+        room = max(8, self.console.width - count - times - 12)
+        text = event.message if len(event.message) <= room else event.message[:room - 1] + "…"
+        self.bar = _TwoLines(TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True)),
+                             BarColumn(bar_width=None), CountColumn(table_column=Column(no_wrap=True, min_width=count)),
+                             TimesColumn(table_column=Column(no_wrap=True, min_width=times - 6)),
+                             console=self.console, transient=False, expand=True)
         self.bar.start()
-        self.task = self.bar.add_task(escape(event.message), total=event.total, completed=event.done or 0,
+        self.task = self.bar.add_task(escape(text), total=event.total, completed=event.done or 0,
                                       status="", first=event.done or 0)
 
     def _stop_spinner(self) -> None:
