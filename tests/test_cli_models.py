@@ -165,3 +165,21 @@ def test_budget_shows_the_literal_counts():
     assert by_config["3d"]["channels"] == 187 and by_config["3d"]["literal_params"] == 5_803_220
     assert by_config["slstm"]["literal_params"] == by_config["slstm"]["params"]
     assert "literal" not in run("budget", "3d", "--depths", "1").stdout  # 10M: no literal M
+
+
+def test_info_without_a_size_takes_the_defaults_of_budget_and_time():
+    """`info CONFIG --depth L --json` (a docs/results.md command) works as it is: budget 10M,
+    enwik8's 205 symbols, as `budget` and `time` default to."""
+    result = CliRunner().invoke(app, ["info", "3d-ln", "--depth", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    card = json.loads(result.output)
+    assert (card["budget"], card["output_size"], card["input"]) == (10_000_000, 205, "205 tokens")
+    assert card["params"] <= 10_000_000 and card["causal"] is False
+
+
+def test_info_shows_the_2_pow_20_reading_only_where_it_is_not_noise():
+    small = CliRunner().invoke(app, ["info", "2d", "--channels", "8", "--vocab", "10"], env={"COLUMNS": "80"})
+    assert small.exit_code == 0 and "2^20" not in small.output and "1,053" in small.output
+    table1 = CliRunner().invoke(app, ["info", "3d-cn", "--depth", "6", "--channels", "1200", "--vocab", "205"],
+                                env={"COLUMNS": "80"})
+    assert "50.09M" in table1.output
