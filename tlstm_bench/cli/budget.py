@@ -54,8 +54,9 @@ def budget(
     if literal:
         # The other reading of "M is 400" (SPEC section 7): every configuration at that M.
         m = literal[0]["literal_channels"]
-        table = Table(title=f"Parameters at the literal M={m} (every configuration at the sLSTM's M)",
-                      title_justify="left")
+        # The title is printed above the table, not as its title: a title wraps at the (narrow) table's width.
+        console.print(f"Parameters at the literal M={m} (every configuration at the sLSTM's M)", highlight=False)
+        table = Table()
         table.add_column("config", style="bold")
         for d in levels:
             table.add_column(f"L={d}", justify="right")
