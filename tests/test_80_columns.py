@@ -172,3 +172,25 @@ def test_time_left_is_the_average_rate_since_the_start_of_this_run():
     task.start_time = 0.0
     # 20 samples in this run's 30 s (it resumed at 40): the 40 left take about 60 s more.
     assert TimesColumn().render(task).plain == "0:30 elapsed, ~1:00 left"
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "piped"])
+def test_a_long_note_wraps_between_words_in_a_terminal_and_stays_whole_piped(terminal):
+    import io
+
+    from rich.console import Console
+
+    from tlstm_bench.cli.render import Renderer
+    from tlstm_bench.events import Event
+
+    message = ("ok train memorization 2d-f L=2 seed=0 memorization-small size (223.5 s): test accuracy 0.2367, "
+               "M=32, solved after 5,250 samples")
+    out = io.StringIO()
+    with Renderer(Console(width=80, file=out, force_terminal=terminal, color_system=None)) as report:
+        report(Event("note", message, level="ok"))
+    lines = out.getvalue().splitlines()
+    if terminal:
+        assert all(len(line) <= 80 for line in lines) and len(lines) == 2
+        assert " ".join(lines).split() == message.split()   # no word cut
+    else:
+        assert lines == [message]

@@ -107,8 +107,10 @@ class Renderer:
             self.bar.update(self.task, completed=event.done, status=escape(event.message))
         elif event.kind == "note":
             self._stop_spinner()
-            (self.bar.console if self.bar is not None else self.console).print(styled(event), highlight=False,
-                                                                             soft_wrap=True)
+            # In a terminal a long note wraps between words (the terminal would cut it mid-word);
+            # piped into a file or a log it stays one line, whole, for grep.
+            console = self.bar.console if self.bar is not None else self.console
+            console.print(styled(event), highlight=False, soft_wrap=not console.is_terminal)
         elif event.kind == "end":
             self.close()
         elif event.kind == "status":
