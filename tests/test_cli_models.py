@@ -73,10 +73,10 @@ BAD = [
     (["info", "tlstm:kernel=1", "--depth", "2", "--channels", "8", "--vocab", "5"], "kernel"),
     (["info", "3d-cn", "--depth", "4", "--budget", "500", "--vocab", "205"], "too small"),
     (["info", "2d", "--depth", "2", "--channels", "8", "--budget", "10M", "--vocab", "5"], "exactly one"),
-    (["info", "2d", "--depth", "2", "--vocab", "5"], "exactly one"),
+    # No size at all is not an error: info takes budget 10M (test_info_without_a_size_...).
     (["info", "2d", "--depth", "2", "--budget", "10 apples", "--vocab", "5"], "malformed budget"),
     (["info", "2d", "--depth", "2", "--budget", "slstm:x", "--vocab", "5"], "malformed budget"),
-    (["info", "2d", "--depth", "2", "--channels", "8"], "--vocab"),
+    (["info", "2d", "--depth", "2", "--channels", "8", "--output-size", "3"], "--vocab"),  # half a real input
     (["info", "2d", "--depth", "2", "--channels", "8", "--vocab", "5", "--input-size", "3"], "not both"),
     (["info", "2d:colour=red", "--depth", "2", "--channels", "8", "--vocab", "5"], "knob"),
     (["info", "2d-m:window=appendix", "--depth", "2", "--channels", "8", "--vocab", "5"], "memory_conv=0"),
