@@ -73,10 +73,10 @@ BAD = [
     (["info", "tlstm:kernel=1", "--depth", "2", "--channels", "8", "--vocab", "5"], "kernel"),
     (["info", "3d-cn", "--depth", "4", "--budget", "500", "--vocab", "205"], "too small"),
     (["info", "2d", "--depth", "2", "--channels", "8", "--budget", "10M", "--vocab", "5"], "exactly one"),
-    (["info", "2d", "--depth", "2", "--vocab", "5"], "exactly one"),
+    # No size at all is not an error: info takes budget 10M (test_info_without_a_size_...).
     (["info", "2d", "--depth", "2", "--budget", "10 apples", "--vocab", "5"], "malformed budget"),
     (["info", "2d", "--depth", "2", "--budget", "slstm:x", "--vocab", "5"], "malformed budget"),
-    (["info", "2d", "--depth", "2", "--channels", "8"], "--vocab"),
+    (["info", "2d", "--depth", "2", "--channels", "8", "--output-size", "3"], "--vocab"),  # half a real input
     (["info", "2d", "--depth", "2", "--channels", "8", "--vocab", "5", "--input-size", "3"], "not both"),
     (["info", "2d:colour=red", "--depth", "2", "--channels", "8", "--vocab", "5"], "knob"),
     (["info", "2d-m:window=appendix", "--depth", "2", "--channels", "8", "--vocab", "5"], "memory_conv=0"),
@@ -172,3 +172,21 @@ def test_info_shows_budget_names_literally_not_as_emoji():
     result = CliRunner().invoke(app, ["info", "2d", "--depth", "3", "--channels", "100", "--vocab", "205"])
     assert result.exit_code == 0, result.output
     assert "slstm:100: M" in result.output and "\U0001f4af" not in result.output
+
+
+def test_info_without_a_size_takes_the_defaults_of_budget_and_time():
+    """`info CONFIG --depth L --json` (a docs/results.md command) works as it is: budget 10M,
+    enwik8's 205 symbols, as `budget` and `time` default to."""
+    result = CliRunner().invoke(app, ["info", "3d-ln", "--depth", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    card = json.loads(result.output)
+    assert (card["budget"], card["output_size"], card["input"]) == (10_000_000, 205, "205 tokens")
+    assert card["params"] <= 10_000_000 and card["causal"] is False
+
+
+def test_info_shows_the_2_pow_20_reading_only_where_it_is_not_noise():
+    small = CliRunner().invoke(app, ["info", "2d", "--channels", "8", "--vocab", "10"], env={"COLUMNS": "80"})
+    assert small.exit_code == 0 and "2^20" not in small.output and "1,053" in small.output
+    table1 = CliRunner().invoke(app, ["info", "3d-cn", "--depth", "6", "--channels", "1200", "--vocab", "205"],
+                                env={"COLUMNS": "80"})
+    assert "50.09M" in table1.output

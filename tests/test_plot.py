@@ -226,3 +226,20 @@ def test_a_long_list_of_missing_cells_still_lays_out(tmp_path, monkeypatch):
         warnings.simplefilter("error")  # e.g. "constrained_layout not applied": an unreadable figure
         report = plot_results(["big"], out=tmp_path / "f", root=root)
     assert len(report.figures[0].missing) == 7 * 10 - 1
+
+
+def test_runtime_within_the_spread_is_named_on_the_figure(tmp_path):
+    """Where two depths' IQRs overlap, the figure's note says their difference is not resolved;
+    where they are apart, it says nothing."""
+    from tlstm_bench.plotting.figures import runtime_overlaps
+
+    root = tmp_path / "store"
+    spreads = {("2d", 1): [0.30, 0.31, 0.33, 0.35, 0.40], ("2d", 3): [0.10, 0.32, 0.34, 0.36, 0.50],
+               ("3d", 1): [0.10, 0.11, 0.12, 0.13, 0.14], ("3d", 3): [0.30, 0.31, 0.32, 0.33, 0.34]}
+    for (config, depth), samples in spreads.items():
+        _write(root, "s", {"id": f"rt-{config}-{depth}", "kind": "runtime", "task": "runtime", "config": config,
+                           "depth": depth, "seed": 0, "implementation": "fast", "seq_len": 20, "channels": 8,
+                           "ms_per_step": float(np.median(samples)), "ms_iqr": 0.02, "samples": samples})
+    assert runtime_overlaps(read_frame("s", root=root)) == ["2d L=1-3"]
+    figures = plot_results(["s"], out=tmp_path / "figures", root=root).figures
+    assert figures[0].within_spread == ["2d L=1-3"]

@@ -157,3 +157,18 @@ def test_the_docs_table_lists_exactly_the_schema_fields():
             break
         names.update(re.findall(r"`([a-z0-9_]+)`", line.split("|")[1]))
     assert names == set(FIELDS)
+
+
+def test_a_runtime_within_the_spread_of_the_next_depth_is_marked(tmp_path):
+    root = tmp_path / "results"
+    for config, depth, ms, iqr in (("2d", 1, 0.30, 0.10), ("2d", 3, 0.32, 0.10), ("3d", 1, 0.10, 0.01),
+                                   ("3d", 3, 0.30, 0.01)):
+        row = _record(config, depth, key=f"{config}{depth}", date="2026-01-01T00:00:00+00:00", ms=ms)
+        row.update(ms_iqr=iqr, ms_q25=ms - iqr / 2, ms_q75=ms + iqr / 2)
+        write_record(row, "s", root=root / "store", record_id=row["id"])
+    result = invoke("s", "--results-dir", root)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert [line.count("≈") for line in lines if line.startswith("│ 2d") or line.startswith("│ 3d")] == [1, 1, 0, 0]
+    assert "≈ within the spread" in result.output
+    assert max(len(line) for line in lines) <= 80

@@ -13,12 +13,15 @@ from tlstm_bench.sweeps.plan import plan_sweep, run_sweep
 from sweep_helpers import FAKE, RUNTIME_SPEC, executions, write_spec
 
 
-def _dry_run(tmp_path, name):
-    """The plan's rows as {column header: cell text}."""
+def _dry_run(tmp_path, name, *, title=None):
+    """The plan's rows as {column header: cell text}; ``title``: a list that receives the lines
+    above the table (what all cells share)."""
     result = CliRunner().invoke(app, ["sweep", name, "--dry-run", "--results-dir", str(tmp_path)],
                                 env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
+    if title is not None:
+        title += lines[:next(i for i, line in enumerate(lines) if "┏" in line)]
     header = [h.strip() for h in next(line for line in lines if "┃" in line).split("┃")[1:-1]]
     return [dict(zip(header, (c.strip() for c in line.split("│")[1:-1]))) for line in lines if "│" in line]
 
@@ -35,10 +38,19 @@ def test_dry_run_addition_is_m_400_and_addition_budget_the_matched_sizes(tmp_pat
 
 
 def test_dry_run_wiki_shows_50_epochs_and_no_early_stopping(tmp_path):
-    rows = [row for row in _dry_run(tmp_path, "wiki") if row["kind"] == "train"]
+    title = []
+    rows = [row for row in _dry_run(tmp_path, "wiki", title=title) if row["kind"] == "train"]
     assert len(rows) == 7 * 4
-    assert all("50 epochs" in row["settings"] and "early_stopping=False" in row["settings"]
-               and row["size"].startswith("10M -> M=") for row in rows)
+    assert all(row["size"].startswith("10M -> M=") for row in rows)
+    # Every train cell has the same settings: said once above the table, not in each row.
+    assert "train cells: paper-enwik8, 50 epochs, early_stopping=False" in title
+    assert "settings" not in rows[0] and "seed 0" in title
+
+
+def test_dry_run_keeps_settings_in_the_rows_when_they_differ(tmp_path):
+    path = write_spec(tmp_path, RUNTIME_SPEC.replace("[runtime]", "[runtime]\nimplementations = ['default', 'eager']"))
+    rows = _dry_run(tmp_path / "ws", str(path))
+    assert len({row["settings"] for row in rows}) > 1
 
 
 def test_cli_malformed_spec_is_one_line_exit_2(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -11,8 +12,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from typer._click.exceptions import ClickException, NoArgsIsHelpError
-from typer.core import TyperGroup
+from typer.core import TyperGroup, TyperOption
 
+from .. import __version__
 from ..errors import UserError
 
 
@@ -47,6 +49,39 @@ app = typer.Typer(
 )
 console = Console(emoji=False)  # no ":100:" -> emoji in "slstm:100: M" (names hold colons)
 err_console = Console(stderr=True, emoji=False)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        console.print(f"tlstm-bench {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_show_version,
+                                                help="Print the version and exit.")] = False) -> None:
+    """Benchmark and ablate Tensorized LSTMs against stacked LSTMs at a fixed parameter budget."""
+
+
+def _flag_type(self, ctx):
+    """A flag takes no value, so its help row shows no type (recent typers print ``<bool>``)."""
+    return None if self.is_flag else _typer_type(self, ctx)
+
+
+_typer_type = getattr(TyperOption, "display_type_rich", None)
+if _typer_type is not None:  # typer >= 0.25 only; older ones show no type for a flag
+    TyperOption.display_type_rich = _flag_type
+
+
+def reflow_help(typer_app: typer.Typer) -> None:
+    """Join the lines of each paragraph of every command's docstring, so that the help wraps it
+    at the terminal's width: typer's rich help keeps a docstring's line breaks, which at 80
+    columns break sentences mid-line. Paragraphs (blank-line separated) stay apart."""
+    for info in typer_app.registered_commands:
+        doc = info.help or inspect.getdoc(info.callback) or ""
+        info.help = "\n\n".join(" ".join(p.split()) for p in doc.split("\n\n"))
+    for group in typer_app.registered_groups:
+        reflow_help(group.typer_instance)
 
 # Every command that reads or writes results takes the same workspace option.
 ResultsDir = Annotated[Optional[Path], typer.Option(

@@ -11,12 +11,14 @@ from rich.table import Table
 from ..vocab import ENWIK8_SYMBOLS
 from .app import app, console, handles_user_errors, parse_int_list
 
+DEFAULT_BUDGET = "10M"  # the paper's Wikipedia budget; `info` defaults to it too
+
 
 @app.command()
 @handles_user_errors
 def budget(
     configs: Annotated[Optional[list[str]], typer.Argument(help="Configurations (default: all seven).")] = None,
-    budget: Annotated[str, typer.Option(help="Parameter budget: 10M, 2500000, or slstm:400.")] = "10M",
+    budget: Annotated[str, typer.Option(help="Parameter budget: 10M, 2500000, or slstm:400.")] = DEFAULT_BUDGET,
     depths: Annotated[str, typer.Option(help="Comma-separated depths L.")] = "1,2,3,4",
     vocab: Annotated[Optional[int], typer.Option(help="Token input and output of this size.")] = None,
     input_size: Annotated[Optional[int], typer.Option(help="Real input size R.")] = None,
@@ -52,8 +54,9 @@ def budget(
     if literal:
         # The other reading of "M is 400" (SPEC section 7): every configuration at that M.
         m = literal[0]["literal_channels"]
-        table = Table(title=f"Parameters at the literal M={m} (every configuration at the sLSTM's M)",
-                      title_justify="left")
+        # The title is printed above the table, not as its title: a title wraps at the (narrow) table's width.
+        console.print(f"Parameters at the literal M={m} (every configuration at the sLSTM's M)", highlight=False)
+        table = Table()
         table.add_column("config", style="bold")
         for d in levels:
             table.add_column(f"L={d}", justify="right")

@@ -19,7 +19,7 @@ app.add_typer(data_app, name="data")
 def download_cmd(
     dataset: Annotated[str, typer.Argument(help="What to fetch: enwik8 or mnist.")],
     data_dir: Annotated[Path, typer.Option(help="Where to put the files (created if missing).")] = Path("data"),
-    force: Annotated[bool, typer.Option(help="Fetch again even if a checked copy is there.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Fetch again even if a checked copy is there.")] = False,
 ) -> None:
     """Download the files, check their size and md5, and say where they are."""
     from ..checks import output_dir

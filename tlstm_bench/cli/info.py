@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from ..vocab import TIMING_SEQ_LEN
+from ..vocab import ENWIK8_SYMBOLS, TIMING_SEQ_LEN
 from .app import app, console, handles_user_errors
+from .budget import DEFAULT_BUDGET
 
 
 @app.command()
@@ -17,9 +18,11 @@ from .app import app, console, handles_user_errors
 def info(
     config: Annotated[str, typer.Argument(help="slstm, 2d, 2d-m, 2d-f, 3d, 3d-ln, 3d-cn, or knobs like tlstm:dims=4,kernel=5")],
     depth: Annotated[int, typer.Option("--depth", "-L", help="Depth L.")] = 1,
-    budget: Annotated[Optional[str], typer.Option(help="Parameter budget: 10M, 2500000, or slstm:400.")] = None,
+    budget: Annotated[Optional[str], typer.Option(help="Parameter budget: 10M, 2500000, or slstm:400 "
+                                                       "(default: 10M, as `budget`, unless --channels).")] = None,
     channels: Annotated[Optional[int], typer.Option(help="Channel size M (instead of --budget).")] = None,
-    vocab: Annotated[Optional[int], typer.Option(help="Token input and output of this size.")] = None,
+    vocab: Annotated[Optional[int], typer.Option(help="Token input and output of this size (default: enwik8's "
+                                                      "205, as `time` and `budget`, unless --input-size).")] = None,
     input_size: Annotated[Optional[int], typer.Option(help="Real input size R.")] = None,
     output_size: Annotated[Optional[int], typer.Option(help="Output size S.")] = None,
     seq_len: Annotated[int, typer.Option(help="T, for the count of sequential steps.")] = TIMING_SEQ_LEN,
@@ -35,6 +38,11 @@ def info(
     from ..audit import causal
     from ..models.card import model_card
 
+    # The defaults `budget` and `time` use: the paper's 10M setting on enwik8's symbols.
+    if vocab is None and input_size is None and output_size is None:
+        vocab = ENWIK8_SYMBOLS
+    if channels is None and budget is None:
+        budget = DEFAULT_BUDGET
     card = model_card(config, depth, vocab=vocab, input_size=input_size, output_size=output_size,
                       channels=channels, budget=budget, seq_len=seq_len)
     card["causal"] = causal(card["config"], depth)
@@ -62,8 +70,10 @@ def card_table(card: dict) -> Table:
     for name, value in card["params_by_component"].items():
         table.add_row(f"params: {name.replace('_', ' ')}", f"{value:,}")
     table.add_row("params: total", f"{card['params']:,}")
-    # The paper's "M" in parameter counts is 2^20 (Table 1's 50.1M; docs/fidelity.md).
-    table.add_row("params: total / 2^20", f"{card['params_mebi']:.2f}M")
+    # The paper's "M" in parameter counts is 2^20 (Table 1's 50.1M; docs/fidelity.md); below
+    # 2^20 that reading is "0.01M", noise, so the row is left out (--json keeps it).
+    if card["params_mebi"] >= 1:
+        table.add_row("params: total / 2^20", f"{card['params_mebi']:.2f}M")
     if card["budget"] is not None:
         table.add_row("budget", f"{card['budget']:,}")
     if card.get("literal_channels") is not None:

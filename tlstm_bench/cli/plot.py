@@ -48,6 +48,9 @@ def plot(
             console.print(f"  not solved: {', '.join(fig.unsolved)}", highlight=False)
         if fig.noncausal:
             console.print(f"  [red]not causal (ringed; not comparable): {', '.join(fig.noncausal)}[/]", highlight=False)
+        if fig.within_spread:
+            console.print(f"  runtime within the spread (IQRs overlap): {', '.join(fig.within_spread)}",
+                          highlight=False)
         if fig.causal_unknown:
             console.print(f"  causality not recorded: {', '.join(fig.causal_unknown)}", highlight=False)
     console.print(f"tables: {report.tables}", highlight=False)

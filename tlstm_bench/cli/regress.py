@@ -7,6 +7,7 @@ import os
 from typing import Annotated, Optional
 
 import typer
+from rich import box
 from rich.table import Table
 
 from .app import ResultsDir, app, console, handles_user_errors
@@ -129,13 +130,14 @@ def _timing_cells(r) -> list[str]:
 def _print_tables(result) -> None:
     style = {"ok": "green", "regression": "bold red", "faster": "cyan", "fewer": "cyan", "new": "yellow",
              "changed": "yellow"}
+    # No vertical rules in this table: nine columns and a "regression" verdict fit 80 columns.
     counters = Table(title=f"counters per timestep ({result.mode}) against {result.baseline_path}: exact",
-                     title_justify="left")
-    counters.add_column("config")
-    counters.add_column("L", justify="right")
+                     title_justify="left", box=box.SIMPLE_HEAD)
+    counters.add_column("config", overflow="fold")
+    counters.add_column("L", justify="right", no_wrap=True)
     for label in COUNTER_LABELS.values():
         counters.add_column(label, justify="right")
-    counters.add_column("verdict")
+    counters.add_column("verdict", no_wrap=True)
     for (config, depth), rows in _cases(result).items():
         verdict = _case_verdict(rows)
         counters.add_row(config, str(depth), *[_counter_cell(rows.get(c)) for c in COUNTER_LABELS],
@@ -144,7 +146,8 @@ def _print_tables(result) -> None:
     timing = Table(title=f"timing ratios: median of paired rounds, 95% interval; regression when the interval's "
                          f"low end is above {result.tolerance}x the baseline", title_justify="left")
     for name in ("quantity", "baseline", "measured", "interval", "change", "verdict"):
-        timing.add_column(name, justify="left" if name in ("quantity", "verdict") else "right")
+        timing.add_column(name, justify="left" if name in ("quantity", "verdict") else "right",
+                          no_wrap=name == "verdict")
     for r in result.timing:
         timing.add_row(*_timing_cells(r), f"[{style[r.verdict]}]{r.verdict}[/]")
     console.print(timing)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn
+from rich.table import Column
 from rich.text import Text
 
 from ..events import Event
@@ -32,6 +33,50 @@ def styled(event: Event) -> Text:
         first = event.message.split(" ", 1)[0]
         text.stylize(STYLES[event.level], 0, len(first))
     return text
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class CountColumn(ProgressColumn):
+    """``1,500/7,500``: the units done and the total, with thousands separators."""
+
+    def render(self, task: Task) -> Text:
+        total = "?" if task.total is None else f"{int(task.total):,}"
+        return Text(f"{int(task.completed):,}/{total}")
+
+
+class TimesColumn(ProgressColumn):
+    """``0:42 elapsed, ~1:10 left``. What is left is estimated from the average rate since the
+    start (units done in this run over its elapsed time), not from rich's 30-second window,
+    which has no estimate while a sweep waits for a cell that takes longer than that."""
+
+    def render(self, task: Task) -> Text:
+        elapsed = task.elapsed or 0.0
+        done = task.completed - task.fields.get("first", 0)
+        text = f"{_clock(elapsed)} elapsed"
+        if task.finished:
+            return Text(text)
+        if task.total is not None and done > 0 and elapsed > 0:
+            text += f", ~{_clock(elapsed / done * (task.total - task.completed))} left"
+        return Text(text)
+
+
+class _TwoLines(Progress):
+    """The bar on one line, the status (the loss, a sweep's counts) on the next: at 80 columns
+    the count and the times stay whole, and a long status is cut at the end, not squeezed."""
+
+    def get_renderables(self):
+        for task in self.tasks:
+            yield self.make_tasks_table([task])
+            status = task.fields.get("status")
+            if status:
+                line = Text.from_markup("  " + status, overflow="ellipsis")
+                line.no_wrap = True
+                yield line
 
 
 class Renderer:
@@ -62,8 +107,10 @@ class Renderer:
             self.bar.update(self.task, completed=event.done, status=escape(event.message))
         elif event.kind == "note":
             self._stop_spinner()
-            (self.bar.console if self.bar is not None else self.console).print(styled(event), highlight=False,
-                                                                             soft_wrap=True)
+            # In a terminal a long note wraps between words (the terminal would cut it mid-word);
+            # piped into a file or a log it stays one line, whole, for grep.
+            console = self.bar.console if self.bar is not None else self.console
+            console.print(styled(event), highlight=False, soft_wrap=not console.is_terminal)
         elif event.kind == "end":
             self.close()
         elif event.kind == "status":
@@ -74,12 +121,18 @@ class Renderer:
 
     def _start(self, event: Event) -> None:
         self.close()
-        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("{task.fields[status]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                            console=self.console, transient=False)
+        # The count and the times keep their width; a long name (a knob string) is cut instead.
+        count = len(f"{event.total or 0:,}") * 2 + 1
+        times = len("0:00:00 elapsed, ~0:00:00 left")
+        room = max(8, self.console.width - count - times - 12)
+        text = event.message if len(event.message) <= room else event.message[:room - 1] + "…"
+        self.bar = _TwoLines(TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True)),
+                             BarColumn(bar_width=None), CountColumn(table_column=Column(no_wrap=True, min_width=count)),
+                             TimesColumn(table_column=Column(no_wrap=True, min_width=times - 6)),
+                             console=self.console, transient=False, expand=True)
         self.bar.start()
-        self.task = self.bar.add_task(escape(event.message), total=event.total, completed=event.done or 0,
-                                      status="")
+        self.task = self.bar.add_task(escape(text), total=event.total, completed=event.done or 0,
+                                      status="", first=event.done or 0)
 
     def _stop_spinner(self) -> None:
         if self.spinner is not None:

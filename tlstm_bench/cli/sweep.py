@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -78,22 +79,42 @@ def sweep(
         raise typer.Exit(summary.exit_code)
 
 
-def plan_table(plan, *, retry_failed: bool = False) -> Table:
-    """One row per cell: id, kind, config, depth, seed, size, settings, state (80 columns wide).
+def plan_table(plan, *, retry_failed: bool = False) -> Group:
+    """One row per cell: id, kind, config, depth, seed, size, settings, state, one line each at
+    80 columns.
 
-    What every cell shares (the task, the device) is in the title, not in each row.
+    What every cell shares (the task, the device) is in the title, not in each row; so are the
+    settings every cell of a kind shares (a train cell's preset and length) and the seed when
+    there is one, and a column left with nothing to say is dropped.
     """
     from ..sweeps.plan import PLAN_COLUMNS, plan_rows, plan_title
 
-    table = Table(title=plan_title(plan, retry_failed=retry_failed), title_justify="left")
-    for name in PLAN_COLUMNS:
+    rows = plan_rows(plan, retry_failed=retry_failed)
+    title = [plan_title(plan, retry_failed=retry_failed)]
+    for kind in dict.fromkeys(row["kind"] for row in rows):
+        settings = {row["settings"] for row in rows if row["kind"] == kind}
+        if len(settings) == 1 and len(rows) > 1:
+            title.append(f"{kind} cells: {settings.pop()}")
+            for row in rows:
+                if row["kind"] == kind:
+                    row["settings"] = ""
+    seeds = {row["seed"] for row in rows}
+    if len(seeds) == 1 and len(rows) > 1:
+        title.append(f"seed {seeds.pop()}")
+        for row in rows:
+            row["seed"] = ""
+    columns = [name for name in PLAN_COLUMNS[:-1] if any(row[name] for row in rows)]
+    table = Table()
+    for name in columns:
         table.add_column(name, justify="right" if name in ("L", "seed") else "left",
-                         overflow="fold" if name in ("config", "size", "settings") else "ellipsis")
-    for row in plan_rows(plan, retry_failed=retry_failed):
-        cells = [Text(row[name]) for name in PLAN_COLUMNS[:-1]]
-        table.add_row(*cells, Text(row["shown"], style=_STATE_STYLE[row["state"]]))
+                         overflow="fold" if name in ("config", "size", "settings") else "ellipsis",
+                         no_wrap=name in ("id", "kind", "L", "seed"))
+    table.add_column(PLAN_COLUMNS[-1], no_wrap=True)
+    for row in rows:
+        table.add_row(*(Text(row[name]) for name in columns), Text(row["shown"], style=_STATE_STYLE[row["state"]]))
     table.caption = f"code version {plan.code_version}"
-    return table
+    # The title above the table, not as its title: a title wraps at the table's width.
+    return Group(*(Text(line) for line in title), table)
 
 
 def summary_table(summary) -> Table | None:

@@ -38,14 +38,17 @@ def time_(
     seed: Annotated[int, typer.Option(help="Seed of the model and the input.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of the records.")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print the records as CSV.")] = False,
-    store: Annotated[bool, typer.Option(help="Write each record to the results store (collection 'timing').")] = True,
+    no_store: Annotated[bool, typer.Option("--no-store", help="Do not write the records to the results store "
+                                                             "(by default each goes to collection 'timing').")] = False,
     results_dir: ResultsDir = None,
 ) -> None:
     """Time forward + loss + backward per timestep, batch 1, warm-up excluded, median and IQR."""
     from ..results import workspace  # the core is imported here: a torch-free CLI start-up
     from ..timing import measure_cases, plan_cases
+    from ..results.view import WITHIN_SPREAD, WITHIN_SPREAD_NOTE
     from .save import save_records
 
+    store = not no_store
     folder = workspace(results_dir)
     if store:  # checked before timing, not after
         folder.check_writable("timing")
@@ -70,11 +73,15 @@ def time_(
         writer.writerows(records)
         print(buf.getvalue(), end="")
     elif records:
-        console.print(runtime_table(records, levels))
+        table = runtime_table(records, levels)
+        console.print(table)
         first = records[0]
-        console.print(f"{first['device_name']} ({first['device']}), {first['threads']} threads, {first['dtype']}, "
+        threads = f"{first['threads']} thread{'' if first['threads'] == 1 else 's'}"
+        console.print(f"{first['device_name']} ({first['device']}), {threads}, {first['dtype']}, "
                       f"flush denormals: {first['flush_denormal']}; T={seq_len}, batch 1, {repeats} repeats "
-                      f"after {warmup} warm-up, interleaved. ms per timestep: median (IQR).")
+                      f"after {warmup} warm-up, interleaved. ms per timestep: median (IQR).", highlight=False)
+        if any(WITHIN_SPREAD in cell for column in table.columns for cell in column.cells):
+            console.print(WITHIN_SPREAD_NOTE, highlight=False)
         if paths:
             console.print(f"{len(paths)} records written under {paths[0].parent}")
     for case, why in failed.items():  # one implementation's failure never costs another's records
@@ -86,21 +93,32 @@ def time_(
 
 
 def runtime_table(records: list[dict], depths: list[int]) -> Table:
+    """One row per configuration and implementation: the median and (under it) the IQR at each
+    depth, and the ratio of the last depth to the first. ``≈`` marks a value whose interquartile
+    range overlaps an adjacent depth's (a ratio: the first and last depth's), where the
+    difference is within the measured spread. 80 columns wide for up to four depths."""
+    from ..results.view import WITHIN_SPREAD, quartiles, spread_overlaps
+
     table = Table(title="ms per timestep (forward + loss + backward)", title_justify="left")
-    table.add_column("config", style="bold")
-    table.add_column("implementation")
-    table.add_column("M", justify="right")
+    table.add_column("config", style="bold", overflow="fold")
+    table.add_column("impl", no_wrap=True)
+    table.add_column("M", justify="right", no_wrap=True)
     for d in depths:
-        table.add_column(f"L={d}", justify="right")
-    table.add_column(f"L={depths[-1]}/L={depths[0]}", justify="right")
+        table.add_column(f"L={d}", justify="right", no_wrap=True)
+    table.add_column(f"L{depths[-1]}/L{depths[0]}", justify="right", no_wrap=True)
     rows: dict[tuple, dict[int, dict]] = {}
     for r in records:
         rows.setdefault((r["config"], r["implementation"]), {})[r["depth"]] = r
     for (config, impl), by_depth in rows.items():
-        cells = [f"{by_depth[d]['ms_per_step']:.3f} ({by_depth[d]['ms_iqr']:.3f})" if d in by_depth else "-"
-                 for d in depths]
+        intervals = {d: quartiles(r) for d, r in by_depth.items()}
+        close = {d for pair in spread_overlaps(intervals) for d in pair}
+        cells = [f"{WITHIN_SPREAD if d in close else ''}{by_depth[d]['ms_per_step']:.3f}\n({by_depth[d]['ms_iqr']:.3f})"
+                 if d in by_depth else "-" for d in depths]
         first, last = by_depth.get(depths[0]), by_depth.get(depths[-1])
-        ratio = f"{last['ms_per_step'] / first['ms_per_step']:.2f}" if first and last else "-"
+        ratio = "-"
+        if first and last and first is not last:
+            ends = spread_overlaps({0: intervals[depths[0]], 1: intervals[depths[-1]]})
+            ratio = f"{WITHIN_SPREAD if ends else ''}{last['ms_per_step'] / first['ms_per_step']:.2f}"
         channels = ",".join(sorted({str(r["channels"]) for r in by_depth.values()}))
         table.add_row(config, impl, channels, *cells, ratio)
     return table

@@ -27,10 +27,12 @@ BatchSize = Annotated[Optional[int], typer.Option(help="Minibatch size (default:
 EvalEvery = Annotated[Optional[int], typer.Option(help="Training samples between evaluations.")]
 Patience = Annotated[Optional[int], typer.Option(help="Evaluations without improvement before early "
                                                       "stopping (enwik8, mnist).")]
-EarlyStopping = Annotated[Optional[bool], typer.Option(
-    "--early-stopping/--no-early-stopping",
-    help="Stop after --patience evaluations without improvement on valid (default: the preset's; on for "
-         "mnist, off for paper-enwik8, which trains the paper's 50 epochs).")]
+# Two plain flags rather than one --early-stopping/--no-early-stopping pair: the help then lists
+# each on its own row, and the pair's wide name column no longer squeezes every option's help.
+EarlyStopping = Annotated[bool, typer.Option(
+    "--early-stopping", help="Stop after --patience evaluations without improvement on valid (default: the "
+                             "preset's; on for mnist, off for paper-enwik8, which trains the paper's 50 epochs).")]
+NoEarlyStopping = Annotated[bool, typer.Option("--no-early-stopping", help="Train to the end: no early stopping.")]
 Lr = Annotated[float, typer.Option(help="Adam learning rate.")]
 Seed = Annotated[int, typer.Option(help="Seed of the model and of the training data order.")]
 Device = Annotated[str, typer.Option(help=f"{DEVICES}.")]
@@ -57,7 +59,8 @@ def train(
     config: Annotated[str, typer.Argument(help="slstm, 2d, 2d-m, 2d-f, 3d, 3d-ln, 3d-cn, or knobs like tlstm:dims=4")],
     task: Task = None, depth: Depth = 1, budget: Budget = None, channels: Channels = None, preset: Preset = None,
     max_samples: MaxSamples = None, epochs: Epochs = None, batch_size: BatchSize = None, eval_every: EvalEvery = None,
-    patience: Patience = None, early_stopping: EarlyStopping = None, lr: Lr = LEARNING_RATE, seed: Seed = 0,
+    patience: Patience = None, early_stopping: EarlyStopping = False,
+    no_early_stopping: NoEarlyStopping = False, lr: Lr = LEARNING_RATE, seed: Seed = 0,
     device: Device = "cpu", threads: Threads = None, checkpoint_dir: CheckpointDir = None,
     checkpoint_every: CheckpointEvery = None, data_dir: DataDir = None, data: Data = None, digits: Digits = None,
     symbols: Symbols = None, seq_len: SeqLen = None, source: Source = None, perm_seed: PermSeed = None,
@@ -75,12 +78,14 @@ def train(
     from ..results import workspace
     from .save import save_records
 
+    if early_stopping and no_early_stopping:
+        raise UserError("give at most one of --early-stopping and --no-early-stopping")
     folder = workspace(results_dir)
     folder.check_writable("training")  # a bad folder fails before training, not after
     settings = training.TrainSettings(
         config, depth, task=task, preset=preset, channels=channels, budget=budget, max_samples=max_samples,
         epochs=epochs, batch_size=batch_size, eval_every=eval_every, patience=patience,
-        early_stopping=early_stopping, lr=lr, seed=seed, device=device, implementation=implementation,
+        early_stopping=True if early_stopping else (False if no_early_stopping else None), lr=lr, seed=seed, device=device, implementation=implementation,
         threads=threads, data_dir=data_dir, checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
         task_options={"digits": digits, "symbols": symbols, "seq_len": seq_len, "source": source,
                       "perm_seed": perm_seed, "path": data})

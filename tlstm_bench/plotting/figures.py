@@ -24,7 +24,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator
 
 from ..results.frame import config_order
-from ..results.view import NOT_CAUSAL, UNKNOWN_CAUSAL
+from ..results.view import NOT_CAUSAL, UNKNOWN_CAUSAL, WITHIN_SPREAD, spread_overlaps
 from .grid import cell_status
 
 # The seven configurations keep one colour and marker in every figure (SPEC section 6 order).
@@ -64,6 +64,7 @@ class TaskFigure:
     unsolved: list[str] = field(default_factory=list)  # algorithmic cells that never reached 100%
     noncausal: list[str] = field(default_factory=list)  # "train 3d-ln L=2": measured not causal
     causal_unknown: list[str] = field(default_factory=list)  # records that predate the causal field
+    within_spread: list[str] = field(default_factory=list)  # "3d L=1-3": runtime IQRs of two depths overlap
     lines: list[str] = field(default_factory=list)  # the legend's labels, one per line drawn
 
 
@@ -113,6 +114,7 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
     statuses = _cell_statuses(result, train, runtime, expected or {})
     lines = _Lines(causal_cells(rows[rows["status"] == "ok"]))
     _list_causality(result, train, runtime)
+    result.within_spread = runtime_overlaps(runtime)
 
     width = 4.6 * len(panels) + 1.6  # inches: the panels and the legend
     note = _note(result, int(width * NOTE_CHARS_PER_INCH))
@@ -266,6 +268,23 @@ def _samples_panel(ax, rows: pd.DataFrame, lines: _Lines, unsolved: list[str]) -
     _empty_note(ax, ok, "samples_to_solve", "no cell solved the task")
 
 
+def runtime_overlaps(rows: pd.DataFrame) -> list[str]:
+    """The runtime lines whose adjacent depths' IQRs (the error bars drawn) overlap, as
+    ``3d L=1-3``: there the plotted difference between the depths is within the measured spread."""
+    ok = rows[(rows["status"] == "ok") & rows["ms_per_step"].notna()]
+    close = []
+    for config, part in _by_config(ok):
+        implementations = part["implementation"].fillna("").astype(str)
+        several = implementations.nunique() > 1
+        for impl, series in part.groupby(implementations, sort=True):
+            intervals = {}
+            for depth, cell in series.groupby("depth"):
+                _, lo, hi = runtime_summary(cell)
+                intervals[int(depth)] = (lo, hi)
+            close += [f"{config}{f' ({impl})' if several else ''} L={a}-{b}" for a, b in spread_overlaps(intervals)]
+    return close
+
+
 def _runtime_panel(ax, rows: pd.DataFrame, lines: _Lines) -> None:
     ok = rows[(rows["status"] == "ok") & rows["ms_per_step"].notna()]
     spread = False
@@ -399,6 +418,9 @@ def _note(result: TaskFigure, width: int) -> str:
     if result.causal_unknown:
         lines.append(f"{UNKNOWN_CAUSAL} causality not recorded for {len(result.causal_unknown)} cells (records "
                      "older than the field); `tlstm-bench info CONFIG --depth L --json` measures it.")
+    if result.within_spread:
+        lines.append(f"{WITHIN_SPREAD} runtime within the spread (the IQRs of two adjacent depths overlap, so their "
+                     f"difference is not resolved): {', '.join(result.within_spread)}.")
     if result.missing:
         lines.append(f"missing cells (no record): {', '.join(result.missing)}")
     if result.failed:

@@ -33,8 +33,47 @@ UNKNOWN_CAUSAL = "?"
 NOT_CAUSAL_NOTE = (f"{NOT_CAUSAL} not causal: the separability audit of this model at this depth measures that "
                    "y_t depends on later inputs, so its numbers are not comparable with a causal model's "
                    "(docs/results.md#causality).")
+WITHIN_SPREAD = "≈"
+WITHIN_SPREAD_NOTE = (f"{WITHIN_SPREAD} within the spread: this depth's interquartile range overlaps that of the "
+                      "next or previous depth of the same configuration, so the difference between them is "
+                      "not resolved by this measurement.")
 UNKNOWN_CAUSAL_NOTE = (f"{UNKNOWN_CAUSAL} causality not recorded (the record predates it): "
                        "`tlstm-bench info CONFIG --depth L --json` measures it.")
+
+
+def spread_overlaps(intervals: dict) -> list[tuple]:
+    """The adjacent pairs of depths (d1, d2) whose intervals (low, high) overlap: ``intervals``
+    maps each depth of one configuration to its measured spread (the quartiles). Where the
+    spread is as large as the difference between two depths, that difference is noise."""
+    depths = sorted(intervals)
+    return [(a, b) for a, b in zip(depths, depths[1:])
+            if max(intervals[a][0], intervals[b][0]) <= min(intervals[a][1], intervals[b][1])]
+
+
+def quartiles(record) -> tuple[float, float]:
+    """A timing record's (25th, 75th) percentile: the recorded ones, else median -+ IQR/2."""
+    q25, q75 = record.get("ms_q25"), record.get("ms_q75")
+    if not _is_missing(q25) and not _is_missing(q75):
+        return float(q25), float(q75)
+    median, iqr = float(record["ms_per_step"]), record.get("ms_iqr")
+    half = 0.0 if _is_missing(iqr) else float(iqr) / 2
+    return median - half, median + half
+
+
+def within_spread(rows: pd.DataFrame) -> set:
+    """Index labels of the successful timing rows whose spread overlaps an adjacent depth's
+    (same configuration and implementation); see :func:`spread_overlaps`."""
+    ok = rows[(rows.get("status") == "ok") & rows["ms_per_step"].notna() & rows["depth"].notna()]
+    impl = ok["implementation"].fillna("") if "implementation" in ok else pd.Series("", index=ok.index)
+    marked = set()
+    for _, group in ok.groupby([ok["config"], impl]):
+        by_depth = {}
+        for label, row in group.iterrows():
+            by_depth.setdefault(row["depth"], []).append(label)
+        intervals = {d: quartiles(group.loc[labels[-1]]) for d, labels in by_depth.items()}
+        for a, b in spread_overlaps(intervals):
+            marked.update(by_depth[a] + by_depth[b])
+    return marked
 
 
 def default_columns(kind: str) -> tuple[str, ...]:
@@ -162,13 +201,14 @@ def build_view(frame: pd.DataFrame, *, columns: "list[str] | None" = None, wide:
         what = f"{kind} records" + (f", task {task}" if task not in (kind, "runtime") else "")
         title = f"{collection}: {what} ({len(rows)})"
         table = TableView(title=title, caption=_caption(rows))
+        overlapping = within_spread(rows) if "ms_per_step" in shown else set()
         for column in shown:
             header = _metric_header(rows, column) if column in ("test_metric", "valid_metric") else \
                 HEADERS.get(column, column)
             numeric = pd.api.types.is_numeric_dtype(rows[column]) and column not in ("config", "status")
             table.columns.append(Column(header, justify="right" if numeric else "left",
                                         overflow="fold" if column in ("config", "error") or wide else "ellipsis"))
-        for _, row in rows.iterrows():
+        for label, row in rows.iterrows():
             cells = []
             for column in shown:
                 text = format_value(column, row[column], row)
@@ -176,12 +216,17 @@ def build_view(frame: pd.DataFrame, *, columns: "list[str] | None" = None, wide:
                     mark = config_mark(row["causal"])
                     marks.add(mark)
                     text += mark
+                if column == "ms_per_step" and label in overlapping:
+                    marks.add(WITHIN_SPREAD)
+                    text = WITHIN_SPREAD + text
                 cells.append(text)
             table.rows.append(cells)
         view.tables.append(table)
         for _, row in rows[rows["status"] != "ok"].iterrows():
             view.notes.append(f"failed: {collection} {row['config']} L={format_value('depth', row['depth'], row)}: "
                               f"{row['error'] or 'no error message'}")
+    if WITHIN_SPREAD in marks:
+        view.notes.insert(0, WITHIN_SPREAD_NOTE)
     if NOT_CAUSAL in marks:
         view.notes.insert(0, NOT_CAUSAL_NOTE)
     if UNKNOWN_CAUSAL in marks:

@@ -191,12 +191,18 @@ def summary_rows(summary: Summary) -> tuple[str, list[dict]] | None:
 
 
 def summary_line(summary: Summary) -> str:
+    """What the sweep did, in one sentence; counts that are zero (other than ran, ok and failed)
+    are left out, so that it fits an 80-column line when nothing unusual happened."""
     ran = summary.count("ok", "failed")
-    line = (f"sweep {summary.sweep}: {summary.planned} cells; ran {ran} ({summary.count('ok')} ok, "
-            f"{summary.count('failed')} failed), already done {summary.count('skipped-done')}, "
-            f"failed earlier {summary.count('skipped-failed')}, "
-            f"done by another run {summary.count('elsewhere-ok', 'elsewhere-failed')}; "
-            f"wall time {summary.wall_time_s:.1f} s")
+    parts = [f"ran {ran} ({summary.count('ok')} ok, {summary.count('failed')} failed)"]
+    for label, n in (("already done", summary.count("skipped-done")),
+                     ("failed earlier", summary.count("skipped-failed")),
+                     ("done by another run", summary.count("elsewhere-ok", "elsewhere-failed"))):
+        if n:
+            parts.append(f"{label} {n}")
+    minutes, seconds = divmod(round(summary.wall_time_s), 60)
+    wall = f"{summary.wall_time_s:.1f} s" if minutes == 0 else f"{minutes} min {seconds} s"
+    line = f"sweep {summary.sweep}: {summary.planned} cells; {', '.join(parts)}; wall time {wall}"
     if summary.missing:
         line += f"; {summary.missing} cell{' has' if summary.missing == 1 else 's have'} no record"
     if summary.interrupted:
