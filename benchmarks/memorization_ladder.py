@@ -4,6 +4,7 @@
     python benchmarks/memorization_ladder.py --symbols 5 --depths 1,4 --configs 3d-cn,torch-lstm
     python benchmarks/memorization_ladder.py --jobs 14 --time-limit 500   # a machine with many cores
     python benchmarks/memorization_ladder.py --figure-only               # redraw from the records
+    python benchmarks/memorization_ladder.py --gradients                 # the untrained gradient probe
 
 Each cell trains one configuration at depth L on memorization of n symbols out of the
 paper's 64 (batch 15, Adam, the paper's forget-gate bias 1, the tool's own training loop
@@ -191,36 +192,37 @@ def line_name(record: dict) -> str:
     return record["config"] + (f" [{variant}]" if variant else "")
 
 
-def draw(records: list[dict], out: Path) -> Path:
-    """Accuracy against samples: one panel per (symbols, depth), one line per configuration."""
+def draw(records: list[dict], out: Path, channels: int) -> Path:
+    """Accuracy against samples at M = ``channels``: one panel per (symbols, depth), one line
+    per configuration and variant (dashed: seed 1; dotted: cut by the deadline)."""
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
+    records = [r for r in records if r["channels"] == channels]
     symbols = sorted({r["task_options"]["symbols"] for r in records})
     depths = sorted({r["depth"] for r in records})
     names = sorted({line_name(r) for r in records})
     colors = {name: f"C{i % 10}" for i, name in enumerate(names)}
-    fig = Figure(figsize=(3.2 * len(depths), 2.4 * len(symbols)), layout="constrained")
+    fig = Figure(figsize=(3.2 * len(depths), 2.3 * len(symbols) + 0.6), layout="constrained")
     axes = fig.subplots(len(symbols), len(depths), squeeze=False, sharex=True, sharey=True)
     for r in records:
         ax = axes[symbols.index(r["task_options"]["symbols"])][depths.index(r["depth"])]
-        xs = [h["samples"] / 1000 for h in r["history"]]
-        ys = [h["metric"] for h in r["history"]]
-        style = ":" if r.get("ladder_cut") else "-"
-        ax.plot(xs, ys, style, color=colors[line_name(r)], lw=1.2, label=line_name(r))
+        style = ":" if r.get("ladder_cut") else "--" if r["seed"] else "-"
+        ax.plot([h["samples"] / 1000 for h in r["history"]], [h["metric"] for h in r["history"]], style,
+                color=colors[line_name(r)], lw=1.2)
     for i, n in enumerate(symbols):
         for j, depth in enumerate(depths):
             ax = axes[i][j]
-            chance = 1 / 64
-            ax.axhline(chance, color="grey", lw=0.6, ls="--")
-            ax.set_title(f"{n} symbols, L = {depth}", fontsize=9)
+            ax.axhline(1 / 64, color="grey", lw=0.6, ls="--")  # chance: 1 of 64 symbols
+            ax.set_title(f"{n} symbols of 64, L = {depth}", fontsize=9)
             ax.set_ylim(0, 1.02)
             if i == len(symbols) - 1:
                 ax.set_xlabel("training samples (K)")
             if j == 0:
                 ax.set_ylabel("test symbol accuracy")
-    handles = [__import__("matplotlib.lines", fromlist=["Line2D"]).Line2D([], [], color=colors[n], label=n)
-               for n in names]
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(names), 6), fontsize=8)
+    fig.suptitle(f"Memorization ladder, M = {channels}, batch 15, Adam 1e-3 (grey: chance)", fontsize=10)
+    fig.legend(handles=[Line2D([], [], color=colors[n], label=n) for n in names], loc="outside lower center",
+               ncol=min(len(names), 5), fontsize=8)
     path = out / "ladder.png"
     fig.savefig(path, dpi=110)
     return path
@@ -238,6 +240,48 @@ def summary(records: list[dict]) -> str:
                     f"| {seen} | {solved} | {r['test_metric']:.3f} | {best:.3f} "
                     f"| {r['ladder_wall_s']:.0f} | {r['device']} |")
     return "\n".join(rows) + "\n"
+
+
+def gradient_probe(depths=(1, 4, 10), channels: int = 32, symbols: int = 20) -> str:
+    """What an untrained model passes from a symbol to where it must be recalled, per depth.
+
+    For 3D tLSTM+CN and 3D tLSTM (no CN), M = ``channels``, one batch of 15 memorization
+    samples, eager float32 and float64: the gradient norm of the NLL at the first answer
+    position (t = n+1) w.r.t. the projected input of the symbol it must recall (z_1), of the
+    leading ``-`` (z_0) and of its own input (z_t), and of the last answer position w.r.t.
+    its symbol (z_n); and the channel std of the memory cell along the tensor's diagonal,
+    input corner to output corner, at step 2n (how far a signal gets forward).
+    """
+    import torch
+
+    from tlstm_bench.models import build_model
+    from tlstm_bench.models.tlstm import eager_steps, run_eager
+    from tlstm_bench.tasks import make_task
+
+    torch.set_num_threads(1)
+    task = make_task("memorization", symbols=symbols)
+    x, y = task.sample(15, torch.Generator().manual_seed(1))
+    n = symbols
+    lines = [f"M = {channels}, {n} symbols; d NLL(t) / d z_s (norm over batch and channels); c std along the diagonal "
+             f"at step {2 * n}", "config L dtype | t=n+1: z_1 (its symbol) z_0 ('-') z_t (own) | t=2n: z_n | c std"]
+    for config in ("3d-cn", "3d"):
+        for depth in depths:
+            for dtype in (torch.float32, torch.float64):
+                torch.manual_seed(0)
+                model = build_model(config, depth, channels=channels, vocab=65, implementation="eager").to(dtype)
+                z = model.project_inputs(x)
+                h, _ = run_eager(model, z, model.zero_state(15, z))
+                logp = torch.log_softmax(model.read_out(h), -1)
+                nll = [torch.nn.functional.nll_loss(logp[:, t], y[:, t]) for t in (n + 1, 2 * n)]
+                g0 = torch.autograd.grad(nll[0], z, retain_graph=True)[0].norm(dim=(0, 2))
+                g1 = torch.autograd.grad(nll[1], z)[0].norm(dim=(0, 2))
+                p = model.tensor_size
+                with torch.no_grad():
+                    c = next(c for s, _, c in eager_steps(model, z.detach(), model.zero_state(15, z)) if s == 2 * n)
+                std = c[:, [i * p + i for i in range(p)]].std(-1).mean(0)
+                lines.append(f"{config} {depth} {str(dtype)[6:]} | {g0[1]:.2e} {g0[0]:.2e} {g0[n + 1]:.2e} | "
+                             f"{g1[n]:.2e} | " + " ".join(f"{v:.0e}" for v in std.tolist()))
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -263,7 +307,13 @@ def main() -> None:
                         help="seconds after which running cells stop and record how far they got (ladder_cut)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--figure-only", action="store_true")
+    parser.add_argument("--gradients", action="store_true", help="print the gradient probe (OUT/gradients.txt) and stop")
     args = parser.parse_args()
+    if args.gradients:
+        text = gradient_probe(channels=args.channels)
+        (args.out / "gradients.txt").write_text(text)
+        print(text)
+        return
     if not args.figure_only:
         cells = plan(args)
         print(f"{len(cells)} cells to run", flush=True)
@@ -272,7 +322,7 @@ def main() -> None:
     if records:
         (args.out / "summary.md").write_text(summary(records))
         print(summary(records))
-        print("figure:", draw(records, args.out))
+        print("figure:", draw(records, args.out, args.channels))
 
 
 if __name__ == "__main__":
