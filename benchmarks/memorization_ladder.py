@@ -35,6 +35,7 @@ from pathlib import Path
 
 DEFAULT_OUT = Path("results/evidence/cpu/memorization_ladder")
 TORCH_LSTM = "torch-lstm"
+DEFAULT_MAX_SAMPLES = 45_000
 
 
 def torch_lstm(vocab: int, channels: int, depth: int, forget_bias: float):
@@ -192,13 +193,14 @@ def line_name(record: dict) -> str:
     return record["config"] + (f" [{variant}]" if variant else "")
 
 
-def draw(records: list[dict], out: Path, channels: int) -> Path:
-    """Accuracy against samples at M = ``channels``: one panel per (symbols, depth), one line
-    per configuration and variant (dashed: seed 1; dotted: cut by the deadline)."""
+def draw(records: list[dict], out: Path, channels: int, max_samples: int) -> Path:
+    """Accuracy against samples at M = ``channels`` for the cells of ``max_samples``: one panel per
+    (symbols, depth), one line per configuration and variant (dashed: seed 1; dotted: cut by the
+    deadline). ``OUT/ladder.png``; ``OUT/ladder-<max_samples>.png`` for other sample caps."""
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    records = [r for r in records if r["channels"] == channels]
+    records = [r for r in records if r["channels"] == channels and r["max_samples"] == max_samples]
     symbols = sorted({r["task_options"]["symbols"] for r in records})
     depths = sorted({r["depth"] for r in records})
     names = sorted({line_name(r) for r in records})
@@ -220,10 +222,11 @@ def draw(records: list[dict], out: Path, channels: int) -> Path:
                 ax.set_xlabel("training samples (K)")
             if j == 0:
                 ax.set_ylabel("test symbol accuracy")
-    fig.suptitle(f"Memorization ladder, M = {channels}, batch 15, Adam 1e-3 (grey: chance)", fontsize=10)
+    fig.suptitle(f"Memorization, M = {channels}, batch 15, Adam 1e-3, at most {max_samples:,} samples "
+                 "(grey: chance)", fontsize=10)
     fig.legend(handles=[Line2D([], [], color=colors[n], label=n) for n in names], loc="outside lower center",
                ncol=min(len(names), 5), fontsize=8)
-    path = out / "ladder.png"
+    path = out / ("ladder.png" if max_samples == DEFAULT_MAX_SAMPLES else f"ladder-{max_samples}.png")
     fig.savefig(path, dpi=110)
     return path
 
@@ -291,7 +294,7 @@ def main() -> None:
     parser.add_argument("--depths", default="1,4,10")
     parser.add_argument("--channels", type=int, default=32)
     parser.add_argument("--alphabet", type=int, default=64)
-    parser.add_argument("--max-samples", type=int, default=45_000)
+    parser.add_argument("--max-samples", type=int, default=DEFAULT_MAX_SAMPLES)
     parser.add_argument("--eval-every", type=int, default=1_500)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
@@ -322,7 +325,8 @@ def main() -> None:
     if records:
         (args.out / "summary.md").write_text(summary(records))
         print(summary(records))
-        print("figure:", draw(records, args.out, args.channels))
+        for cap in sorted({r["max_samples"] for r in records if r["channels"] == args.channels}):
+            print("figure:", draw(records, args.out, args.channels, cap))
 
 
 if __name__ == "__main__":
