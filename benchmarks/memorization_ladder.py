@@ -232,14 +232,14 @@ def draw(records: list[dict], out: Path, channels: int, max_samples: int) -> Pat
 
 
 def summary(records: list[dict]) -> str:
-    rows = ["| config | symbols | L | M | samples seen | solved at | final acc | best acc | wall s | device |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| config | symbols | L | M | seed | samples seen | solved at | final acc | best acc | wall s | device |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     key = lambda r: (line_name(r), r["task_options"]["symbols"], r["depth"], r["seed"])  # noqa: E731
     for r in sorted(records, key=key):
         best = max(h["metric"] for h in r["history"])
         solved = f"{r['samples_to_solve']:,}" if r["samples_to_solve"] else "-"
         seen = f"{r['samples_seen']:,}" + (" (cut)" if r.get("ladder_cut") else "")
-        rows.append(f"| {line_name(r)} | {r['task_options']['symbols']} | {r['depth']} | {r['channels']} "
+        rows.append(f"| {line_name(r)} | {r['task_options']['symbols']} | {r['depth']} | {r['channels']} | {r['seed']} "
                     f"| {seen} | {solved} | {r['test_metric']:.3f} | {best:.3f} "
                     f"| {r['ladder_wall_s']:.0f} | {r['device']} |")
     return "\n".join(rows) + "\n"

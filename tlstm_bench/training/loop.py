@@ -134,9 +134,10 @@ def init_inputs(model, input_init: str) -> None:
     """Start the input projection W^x as ``input_init`` asks (TrainSettings.input_init).
 
     ``normal``: N(0, 1), the scale of torch's nn.Embedding and Torch7's LookupTable, about
-    sqrt(3M) times the model's own +-1/sqrt(M); the symbols then reach the gates strongly
-    enough to be learnt at depth (docs/fidelity.md, row 14). Drawn from the global RNG right
-    after the model, so a seed gives the same model every time.
+    sqrt(3M) times the model's own +-1/sqrt(M), so the symbols reach the input corner's gates
+    more strongly (docs/fidelity.md, row 14: it helps memorization at L = 4, not at L = 1 or at
+    the paper's size). Drawn from the global RNG right after the model, so a seed gives the
+    same model every time.
     """
     if input_init == "normal":
         with torch.no_grad():

@@ -51,8 +51,8 @@ class TrainSettings:
             resume from. checkpoint_every: samples between checkpoints (None: every evaluation).
         input_init: how the input projection W^x starts: ``uniform`` (the model's own, +-1/sqrt(M);
             the default) or ``normal`` (N(0, 1), torch's nn.Embedding and Torch7's LookupTable).
-            Off by default: the paper does not say; ``normal`` is what makes memorization learn
-            at L >= 4 here (docs/fidelity.md, row 14).
+            Off by default: the paper does not say. Measured on memorization (docs/fidelity.md,
+            row 14): faster at L = 4, slower at L = 1, no help at the paper's size.
     """
 
     config: str
