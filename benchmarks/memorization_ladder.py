@@ -16,12 +16,16 @@ same Trainer, task object, stream, loss and evaluation, so a task or loop bug wo
 without any code of ``tlstm_bench.models``.
 
 Cells run longest first; a cell whose complete record exists is skipped (the script is
-resumable: run it again after a kill; a cell cut by ``--deadline`` runs again from the start). ``--jobs N`` runs N cells at once, one thread each.
-``--time-limit S`` starts no new cell after S seconds; ``--deadline S`` stops running cells
-after S seconds, and their records say so (``ladder_cut``, with the samples they saw).
+resumable: run it again after a kill; a cell cut by ``--deadline`` runs again from the start).
+``--jobs N`` runs N cells at once, one thread each. ``--time-limit S`` starts no new cell
+after S seconds; ``--deadline S`` stops running cells after S seconds, and their records say
+so (``ladder_cut``, with the samples they saw). Probes (not training options, named in the
+records through ``--variant``): ``--knobs`` passes TrainSettings fields (``input_init``),
+``--clip`` clips the gradient norm, ``--qbias ENTRY:VALUE`` starts one memory-cell kernel
+entry's bias away from 0.
 Records go to ``OUT/records/<config>-n<symbols>-L<depth>-s<seed>[-<variant>].json``; the
-figure (accuracy against samples, one panel per symbols x depth) and a Markdown summary to
-``OUT/ladder.png`` and ``OUT/summary.md``. Default OUT: results/evidence/cpu/memorization_ladder.
+figures (accuracy against samples, one panel per symbols x depth) and a Markdown summary to
+``OUT/ladder*.png`` and ``OUT/summary.md``. Default OUT: results/evidence/cpu/memorization_ladder.
 """
 
 from __future__ import annotations
@@ -112,6 +116,11 @@ def run_cell(cell: dict) -> dict:
             torch.nn.utils.clip_grad_norm_(model_.parameters(), cell["clip"])
             return adam_step(*a, **kw)
         optimizer.step = clipped_step
+    if cell.get("qbias"):  # a probe: start the memory-cell kernel's softmax away from uniform
+        entry, value = cell["qbias"]
+        model_ = trainer.state.model
+        with torch.no_grad():
+            model_.b_h[4 * model_.channels + entry] = value  # the Q channels follow G, I, F, O
     cut = False
     if cell.get("deadline") is not None:
         step = trainer.step
@@ -147,7 +156,8 @@ def plan(args) -> list[dict]:
                     continue
                 cell = dict(config=config, symbols=symbols, depth=depth, seed=args.seed, channels=args.channels,
                             alphabet=args.alphabet, max_samples=args.max_samples, eval_every=args.eval_every,
-                            lr=args.lr, device=args.device, knobs=knobs, clip=args.clip, variant=args.variant, out=str(args.out))
+                            lr=args.lr, device=args.device, knobs=knobs, clip=args.clip, qbias=args.qbias,
+                            variant=args.variant, out=str(args.out))
                 cell["id"] = cell_id(config, symbols, depth, args.seed, args.variant)
                 cells.append(cell)
     done = {p.stem for p in (args.out / "records").glob("*.json")
@@ -302,6 +312,9 @@ def main() -> None:
     parser.add_argument("--knobs", default="", help='extra TrainSettings fields as JSON, e.g. \'{"clip": 1.0}\'')
     parser.add_argument("--clip", type=float, default=None,
                         help="probe: clip the gradient norm to this before each Adam step (not a training option)")
+    parser.add_argument("--qbias", type=lambda t: (int(t.split(":")[0]), float(t.split(":")[1])), default=None,
+                        help="probe: ENTRY:VALUE starts the memory-cell kernel bias of that kernel entry (row-major "
+                             "offsets, 4 = the centre for K = 3, D = 3) at VALUE (tLSTMs with the memory convolution)")
     parser.add_argument("--variant", default="", help="a name for the knobs, appended to the record names")
     parser.add_argument("--skip", default="", help="config:depth pairs to leave out, e.g. 3d-cn:10")
     parser.add_argument("--jobs", type=int, default=1)
@@ -310,7 +323,8 @@ def main() -> None:
                         help="seconds after which running cells stop and record how far they got (ladder_cut)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--figure-only", action="store_true")
-    parser.add_argument("--gradients", action="store_true", help="print the gradient probe (OUT/gradients.txt) and stop")
+    parser.add_argument("--gradients", action="store_true",
+                        help="print the gradient probe (OUT/gradients.txt) and stop")
     args = parser.parse_args()
     if args.gradients:
         text = gradient_probe(channels=args.channels)

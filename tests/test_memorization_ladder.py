@@ -25,7 +25,7 @@ def ladder():
 def args(out: Path, **kw) -> argparse.Namespace:
     base = dict(configs="3d-cn,torch-lstm", symbols="3", depths="1,2", seed=0, channels=6, alphabet=8,
                 max_samples=30, eval_every=15, lr=1e-3, device="cpu", knobs="", variant="", out=out, clip=None,
-                deadline=None, skip="")
+                qbias=None, deadline=None, skip="")
     base.update(kw)
     return argparse.Namespace(**base)
 
