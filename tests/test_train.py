@@ -212,6 +212,30 @@ def test_records_carry_the_window_in_the_config_string():
     assert record["params"] == quick(config="3d", max_samples=30)["params"]
 
 
+def test_input_init_is_off_by_default_and_a_separate_run_when_on(tmp_path):
+    """The normal input init (docs/fidelity.md row 14) never happens unasked, is in the record,
+    and is a run of its own: its own key and checkpoint."""
+    from tlstm_bench.events import reporter
+    from tlstm_bench.training import Trainer, TrainSettings
+
+    def built(**kw):
+        s, task = TrainSettings("3d-cn", 2, task="memorization", channels=32, max_samples=30, **kw).resolve()
+        return Trainer(s, task, torch.device("cpu"), reporter(False), started=0.0)
+
+    plain, normal = built(), built(input_init="normal")
+    bound = 1 / 32 ** 0.5
+    assert plain.state.model.w_x.abs().max() <= bound  # the model's own +-1/sqrt(M)
+    assert 0.9 < normal.state.model.w_x.std().item() < 1.1  # N(0, 1): 65 x 32 draws
+    assert "input_init" not in plain.record and normal.record["input_init"] == "normal"
+    assert plain.record["key"] != normal.record["key"]
+    assert torch.equal(plain.state.model.w_h, normal.state.model.w_h)  # only W^x differs
+    quick(checkpoint_dir=tmp_path, max_samples=30)
+    with pytest.raises(UserError, match="belongs to another run"):
+        quick(checkpoint_dir=tmp_path, max_samples=60, input_init="normal")
+    with pytest.raises(UserError, match="unknown input_init"):
+        TrainSettings("3d-cn", 2, input_init="big")
+
+
 def test_digits_preset_trains_mnist_offline_with_forget_bias_4():
     record = train("3d", task="pmnist", depth=1, preset="digits-small", channels=4, epochs=1, batch_size=50,
                    progress=False)

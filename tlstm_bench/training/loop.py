@@ -40,11 +40,11 @@ from ..events import Event, Progress, Reporter, note, reporter
 from ..models import build_model
 from ..models.memory import check_fits, model_memory
 from ..results import code_version, provenance
-from ..results.schema import record_key, versioned_id
+from ..results.schema import record_key, stable_hash, versioned_id
 from ..tasks import Task
 from ..vocab import torch_device
 from .checkpoint import RunState, checkpoint_path, load_checkpoint, save_checkpoint
-from .settings import TrainSettings
+from .settings import DEFAULT_INPUT_INIT, TrainSettings
 
 
 def train(config: "str | TrainSettings", *, progress: Progress = False, on_start: Callable[[dict], None] | None = None,
@@ -121,8 +121,27 @@ def _identity(model, task: Task, s: TrainSettings, device: torch.device) -> dict
         "implementation": model.implementation, "seed": s.seed, "flush_denormal": True, "device": device.type,
     }
     head["key"] = record_key(head)
+    if s.input_init != DEFAULT_INPUT_INIT:
+        # Only a non-default init enters the record and its key, so every earlier record and
+        # checkpoint keeps its key (results.schema.KEY_FIELDS is unchanged).
+        head["input_init"] = s.input_init
+        head["key"] = stable_hash({"key": head["key"], "input_init": s.input_init})
     head["id"] = versioned_id(head["key"], code_version())
     return head
+
+
+def init_inputs(model, input_init: str) -> None:
+    """Start the input projection W^x as ``input_init`` asks (TrainSettings.input_init).
+
+    ``normal``: N(0, 1), the scale of torch's nn.Embedding and Torch7's LookupTable, about
+    sqrt(3M) times the model's own +-1/sqrt(M), so the symbols reach the input corner's gates
+    more strongly (docs/fidelity.md, row 14: it helps memorization at L = 4, not at L = 1 or at
+    the paper's size). Drawn from the global RNG right after the model, so a seed gives the
+    same model every time.
+    """
+    if input_init == "normal":
+        with torch.no_grad():
+            model.w_x.normal_(0.0, 1.0)
 
 
 def _detach(state):
@@ -145,11 +164,13 @@ class Trainer:
         torch.manual_seed(s.seed)
         model = build_model(s.config, s.depth, channels=s.channels, budget=s.budget, forget_bias=task.forget_bias,
                             implementation=s.implementation, **task.model_io())
+        init_inputs(model, s.input_init)
         model.to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
         stream = task.train_stream(s.batch_size, s.seed)
         self.record = _identity(model, task, s, device)
-        self.state = RunState({k: self.record[k] for k in CHECKPOINT_KEY}, model, optimizer, stream)
+        key = {k: self.record[k] for k in CHECKPOINT_KEY + ("input_init",) if k in self.record}
+        self.state = RunState(key, model, optimizer, stream)
         self.path = checkpoint_path(s.checkpoint_dir) if s.checkpoint_dir is not None else None
         self.epoch_samples = task.epoch_samples(s.batch_size)
         self.checkpoint_every = s.checkpoint_every or s.eval_every

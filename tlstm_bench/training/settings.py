@@ -21,6 +21,9 @@ from .presets import get_preset
 DEFAULT_PATIENCE = 5
 PAPER_MAX_SAMPLES = 5_000_000  # algorithmic tasks: 5M online samples
 PAPER_EPOCHS = {"enwik8": 50, "mnist": 200, "pmnist": 200}
+# The input projection's initialisation (the paper does not state one; docs/fidelity.md row 14).
+INPUT_INITS = ("uniform", "normal")
+DEFAULT_INPUT_INIT = INPUT_INITS[0]
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,10 @@ class TrainSettings:
             model's default). threads: CPU threads for torch (process-wide).
         data_dir: where enwik8 / MNIST files are. checkpoint_dir: where to checkpoint and
             resume from. checkpoint_every: samples between checkpoints (None: every evaluation).
+        input_init: how the input projection W^x starts: ``uniform`` (the model's own, +-1/sqrt(M);
+            the default) or ``normal`` (N(0, 1), torch's nn.Embedding and Torch7's LookupTable).
+            Off by default: the paper does not say. Measured on memorization (docs/fidelity.md,
+            row 14): faster at L = 4, slower at L = 1, no help at the paper's size.
     """
 
     config: str
@@ -69,6 +76,7 @@ class TrainSettings:
     data_dir: "str | Path | None" = None
     checkpoint_dir: "str | Path | None" = None
     checkpoint_every: int | None = None
+    input_init: str = DEFAULT_INPUT_INIT
 
     def __post_init__(self):
         if self.early_stopping is not None and not isinstance(self.early_stopping, bool):
@@ -85,6 +93,8 @@ class TrainSettings:
         if self.threads is not None:
             checks.threads(self.threads)
         parse_device(self.device)
+        if self.input_init not in INPUT_INITS:
+            raise UserError(f"unknown input_init {self.input_init!r}; use one of {', '.join(INPUT_INITS)}")
         # A task option left None is not given (the CLI passes every option it has).
         object.__setattr__(self, "task_options", {k: v for k, v in self.task_options.items() if v is not None})
 
