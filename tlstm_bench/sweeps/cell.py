@@ -1,7 +1,7 @@
 """Run one cell and write its record: ``python -m tlstm_bench.sweeps.cell`` (what the runner spawns).
 
 The child reads the cell (JSON) on stdin, calls the cell function (by default
-:func:`execute`: ``measure_runtime`` for runtime cells, ``train`` for training cells), writes
+:func:`execute`: the runtime group for runtime cells, ``train`` for training cells), writes
 ``{"result": ...}`` or ``{"error": "..."}`` as JSON to ``--out`` and exits 0. The runner turns
 that into the cell's record (:func:`make_record`, ``status = "ok"`` or ``"failed"``). An exit
 code other than 0 means the process died first (a crash, a kill, out of memory): the runner
@@ -29,28 +29,25 @@ from pathlib import Path
 
 from ..atomic import atomic_write
 from .grid import Cell
+from .runtime_group import GROUP_DIR
 
 DEFAULT_CELL_FN = "tlstm_bench.sweeps.cell:execute"
 
 # Keys of a record that come from the cell, never from the function's result.
 _IDENTITY = ("id", "key", "code_version", "sweep", "kind", "task", "config", "depth", "seed", "spec")
 _TRAIN_FIELDS = ("metric", "valid_metric", "test_metric", "samples_to_solve", "samples_seen", "solved", "preset")
-_RUNTIME_FIELDS = ("ms_per_step", "ms_iqr", "samples", "implementation", "seq_len", "repeats")
+_RUNTIME_FIELDS = ("ms_per_step", "ms_iqr", "samples", "implementation", "seq_len", "repeats", "timed_with")
 _FINITE = ("valid_metric", "test_metric", "ms_per_step")
 
 
-def execute(spec: dict, *, checkpoint_dir: "Path | None" = None) -> dict:
-    """The real cell function: time one model or train one model, as the spec says."""
-    size = {"channels": spec.get("channels"), "budget": spec.get("budget")}
+def execute(spec: dict, *, checkpoint_dir: "Path | None" = None, group_dir: "Path | None" = None) -> dict:
+    """The real cell function: time one model (with the other depths of its configuration,
+    :mod:`tlstm_bench.sweeps.runtime_group`) or train one model, as the spec says."""
     if spec["kind"] == "runtime":
-        from ..timing import measure_runtime
+        from .runtime_group import time_runtime_cell
 
-        implementation = None if spec["implementation"] == "default" else spec["implementation"]
-        return measure_runtime(spec["config"], spec["depth"], **size, vocab=spec["vocab"],
-                               input_size=spec["input_size"], output_size=spec["output_size"],
-                               seq_len=spec["seq_len"], device=spec["device"], implementation=implementation,
-                               repeats=spec["repeats"], warmup=spec["warmup"], threads=spec.get("threads"),
-                               dtype=spec["dtype"], seed=spec["seed"])
+        return time_runtime_cell(spec, group_dir)
+    size = {"channels": spec.get("channels"), "budget": spec.get("budget")}
     from ..training import TrainSettings, train
 
     given = {k: spec[k] for k in ("preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping")
@@ -134,7 +131,8 @@ def call_cell(cell: Cell, root: Path, fn: str = DEFAULT_CELL_FN) -> dict:
     try:
         func = resolve(fn)
         if fn == DEFAULT_CELL_FN:
-            return {"result": func(cell.spec, checkpoint_dir=checkpoints)}
+            group_dir = Path(root) / cell.sweep / GROUP_DIR
+            return {"result": func(cell.spec, checkpoint_dir=checkpoints, group_dir=group_dir)}
         return {"result": func(cell.spec)}
     except Exception as exc:  # noqa: BLE001 - any failure of the cell fails this cell only
         traceback.print_exc()

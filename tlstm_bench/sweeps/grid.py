@@ -118,9 +118,11 @@ def expand(spec: SweepSpec, *, code: str | None = None, device: str | None = Non
                         continue
                     for depth in section.depths:
                         for seed in section.seeds:
+                            # timed_with: the depths timed together with this one (sweeps/runtime_group.py)
                             cells.append(make_cell(spec.name, {
                                 **common, "config": config, "depth": depth, "seed": seed,
-                                "implementation": implementation, **settings}, code, section.timeout_s))
+                                "implementation": implementation, "timed_with": sorted(section.depths),
+                                **settings}, code, section.timeout_s))
         else:
             for config in section.configs:
                 for depth in section.depths:
