@@ -7,7 +7,8 @@ as a NaN loss would), ``crash`` (the process dies), ``hang`` (sleeps past any ti
 (returns a NaN metric), ``kill-parent`` (kills the process that runs the cell, then dies: in a
 SLURM job, as the OOM killer or a node failure would kill the job; never use it with the local
 executor, whose parent is the sweep); anything else returns a result. Every call appends the cell's
-(config, depth, seed) to ``$FAKE_LOG`` so tests can count executions.
+(config, depth, seed) to ``$FAKE_LOG`` so tests can count executions. ``$FAKE_WAIT_FOR``: a file the
+cell waits for (up to a minute) before it acts, so a test can order two processes' cells.
 """
 
 import json
@@ -20,6 +21,10 @@ def cell(spec: dict) -> dict:
     with open(os.environ["FAKE_LOG"], "a") as fh:
         fh.write(json.dumps([spec["kind"], spec["config"], spec["depth"], spec["seed"]]) + "\n")
     what = json.loads(os.environ.get("FAKE_PLAN", "{}")).get(spec["config"])
+    deadline = time.time() + 60
+    while os.environ.get("FAKE_WAIT_FOR") and not os.path.exists(os.environ["FAKE_WAIT_FOR"]) \
+            and time.time() < deadline:
+        time.sleep(0.05)
     if what == "hang":
         time.sleep(3600)
     time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))

@@ -4,8 +4,9 @@ One module per subcommand; importing a module registers its command on ``app``.
 """
 
 from . import audit, budget, data, info, plot, regress, results, sweep, time, train, visualize  # noqa: F401  (register commands)
-from .app import app
+from .app import app, tolerant_streams
 
 
 def main() -> None:
+    tolerant_streams()
     app(prog_name="tlstm-bench")
