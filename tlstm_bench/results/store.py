@@ -224,9 +224,17 @@ def read_record(path: "str | Path", *, missing_ok: bool = False) -> dict | None:
 
 
 def collections(root: "str | Path") -> list[str]:
-    """The collections of a store that hold at least one record."""
+    """The collections of a store that hold at least one record; a one-line error for a folder
+    of records whose name is not text (bytes that are not UTF-8: no table or file can name it)."""
     base = Path(root)
-    return sorted(p.name for p in base.glob("*") if p.is_dir() and any(p.glob("*.json")))
+    names = sorted(p.name for p in base.glob("*") if p.is_dir() and any(p.glob("*.json")))
+    for name in names:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UserError(f"the folder {os.fsencode(name)!r} in {base} holds records but its name is not UTF-8 "
+                            "text; rename it (a sweep's name: letters, digits and ._+=,:@-)") from None
+    return names
 
 
 def load_records(collection: str | None = None, *, root: "str | Path | None" = None) -> list[dict]:
