@@ -96,17 +96,27 @@ def test_a_failure_replaces_a_failure_and_a_corrupt_record(tmp_path):
 
 
 def test_a_cell_never_deletes_another_process_result_file(tmp_path, fake_env):
-    """Issue 21, case 1: one process's cleanup removed the result file of another that ran the
-    same cell (its claim gone), which then stored a failure over the first one's success."""
+    """Issue 21, case 1: a process collected (and deleted) the result file of another that ran
+    the same cell and was still alive (its claim removed by hand), which then found its result
+    gone and stored a failure."""
     _, cells = cells_of(tmp_path)
     cell, root = cells[0], tmp_path / "store"
-    other = root / "t" / ".logs" / f"{cell.id}.{os.getpid() + 100000}.result.json"
-    other.parent.mkdir(parents=True)
-    other.write_text(json.dumps({"result": {"ms_per_step": 9.0}, "wall_time_s": 1.0}))
-    # The other process's claim is gone (the lock folder was removed by hand): this one claims.
-    outcome = run_cell(cell, root, cell_fn=FAKE)
-    assert outcome.state in ("ok", "skipped-done") or outcome.note and "collected" in outcome.note
-    assert other.exists() or outcome.note and other.name in outcome.note
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])   # the other runner, alive
+    try:
+        theirs = root / "t" / ".logs" / f"{cell.id}.{other.pid}.result.json"
+        theirs.parent.mkdir(parents=True)
+        theirs.write_text(json.dumps({"result": {"ms_per_step": 9.0}, "wall_time_s": 1.0}))
+        outcome = run_cell(cell, root, cell_fn=FAKE)                 # no lock: this process claims and runs it
+        assert outcome.state == "ok" and outcome.record["ms_per_step"] == 2.0
+        assert theirs.exists()
+        assert sum(executions(fake_env).values()) == 1
+    finally:
+        other.kill()
+        other.wait()
+    dead = root / "t" / ".logs" / f"{cells[1].id}.{dead_pid()}.result.json"   # a dead runner's: collected
+    dead.write_text(json.dumps({"result": {"ms_per_step": 9.0}, "wall_time_s": 1.0}))
+    collected = run_cell(cells[1], root, cell_fn=FAKE)
+    assert collected.state == "ok" and collected.record["ms_per_step"] == 9.0 and not dead.exists()
 
 
 def test_two_sweeps_racing_on_one_cell_keep_the_ok_record(tmp_path, fake_env):

@@ -42,7 +42,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import disk_problem, fresh_file
+from ..atomic import disk_problem, fresh_file, pid_alive
 from ..errors import UserError
 from ..events import Event, Progress, Reporter, note, reporter, silent
 from ..results import store
@@ -135,6 +135,15 @@ def _results_left(root: Path, cell: Cell) -> list[Path]:
             return 0.0
 
     return sorted(_log_path(root, cell).parent.glob(f"{cell.id}.*.result.json"), key=mtime)
+
+
+def _runner_alive(result: Path) -> bool:
+    """Whether the runner that named ``result`` (``<id>.<runner pid>.result.json``) is another live process."""
+    try:
+        pid = int(result.name.split(".")[-3])
+    except (IndexError, ValueError):
+        return False
+    return pid != os.getpid() and pid_alive(pid)
 
 
 def _tail(path: Path) -> str:
@@ -326,10 +335,14 @@ def harvest(root: Path, cell: Cell, claim: locks.CellLock | None = None) -> Outc
     it left none (then the cell has to run).
 
     That happens when a sweep is killed after its cell finished but before the record was
-    written, or when writing the record failed. Call it only with the cell claimed and no
-    record stored: the process that wrote the result is then gone.
+    written, or when writing the record failed. Call it only with the cell claimed (``claim``)
+    or its job gone (SLURM says so; ``claim`` None) and no record stored. With a claim, a result
+    whose runner (the pid in its name) is alive on this host is that runner's to store, not
+    this one's: its claim was broken or deleted by hand while it ran, and it is left alone.
     """
     for path in reversed(_results_left(root, cell)):  # the newest first
+        if claim is not None and _runner_alive(path):
+            continue
         try:
             outcome = json.loads(path.read_text())
             result, error, wall = outcome.get("result"), outcome.get("error"), outcome.get("wall_time_s")
