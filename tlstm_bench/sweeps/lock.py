@@ -145,7 +145,10 @@ class CellLock:
 
     def release(self) -> None:
         if read_lock(self.path) in (self.info, {}):  # ours, or broken since: never another owner's
-            self.path.unlink(missing_ok=True)
+            try:
+                self.path.unlink(missing_ok=True)
+            except OSError:  # a folder turned read-only: the claim goes stale with this process
+                pass
 
     def __enter__(self):
         return self

@@ -251,7 +251,12 @@ def _run_process(cell: Cell, root: Path, log: Path, result_path: Path, claim: lo
                                  f"--out={result_path}", f"--fn={cell_fn}", f"--parent-pid={os.getpid()}"],
                                 stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, text=True, env=env,
                                 start_new_session=True)
-        claim.add_child(proc.pid)
+        try:
+            claim.add_child(proc.pid)
+        except OSError:  # the disk refused the claim's update: the cell must not run on unclaimed
+            _kill(proc)
+            proc.wait()
+            raise
         if stop is not None:
             with stop.lock:
                 stop.procs.add(proc)
