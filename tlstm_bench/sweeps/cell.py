@@ -208,8 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         atomic_write(Path(args.out), lambda fh: json.dump(outcome, fh, default=_jsonable))
     except OSError as exc:
-        print(disk_problem(exc) or f"cannot write the result {args.out}: {exc}", file=sys.stderr)
-        return UNSTORED
+        try:  # the log may sit on the same full disk
+            print(disk_problem(exc) or f"cannot write the result {args.out}: {exc}", file=sys.stderr, flush=True)
+        except OSError:
+            pass
+        os._exit(UNSTORED)  # not sys.exit: flushing a full log at exit would turn this into another code
     return 0
 
 

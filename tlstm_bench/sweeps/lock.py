@@ -136,8 +136,9 @@ class CellLock:
 
     def add_child(self, pid: int) -> None:
         """Record the cell's process, so the claim outlives a killed sweep while the cell still runs."""
-        self.info = {**self.info, "child_pids": [*self.info.get("child_pids", []), pid]}
-        _write(self.path, self.info)
+        info = {**self.info, "child_pids": [*self.info.get("child_pids", []), pid]}
+        _write(self.path, info)
+        self.info = info  # only once written: a refused write leaves the claim as it is, and ours
 
     def held(self) -> bool:
         """Whether the claim is still this one (not broken, deleted or taken over meanwhile)."""

@@ -28,6 +28,7 @@ for the cells other processes hold. Progress goes to a reporter (:mod:`tlstm_ben
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -144,6 +145,17 @@ def _runner_alive(result: Path) -> bool:
     except (IndexError, ValueError):
         return False
     return pid != os.getpid() and pid_alive(pid)
+
+
+def _refusal(folder: Path) -> str:
+    """Why ``folder`` refuses writes, as the filesystem says (for a cell whose log was refused too)."""
+    try:
+        state = os.statvfs(folder)
+    except (OSError, AttributeError):
+        return "its result was refused"
+    if state.f_flag & getattr(os, "ST_RDONLY", 1):
+        return os.strerror(errno.EROFS)
+    return os.strerror(errno.ENOSPC) if state.f_bavail == 0 else "its result was refused"
 
 
 def _tail(path: Path) -> str:
@@ -288,8 +300,8 @@ def _run_claimed(cell: Cell, root: Path, claim: locks.CellLock, *, cell_fn: str,
     if code in INTERRUPTED or (stop is not None and stop.event.is_set() and code != 0):
         return Outcome(cell, "interrupted", wall_time_s=wall)  # no record: the next run does it again
     if code == UNSTORED and error is None:  # it finished but the disk refused its result: no record either
-        return Outcome(cell, "not-run", f"{_tail(log)}; its result is lost, a rerun runs it again", wall,
-                       refused=_tail(log))
+        why = _tail(log) or f"cannot write in {result_path.parent} ({_refusal(result_path.parent)})"
+        return Outcome(cell, "not-run", f"{why}; its result is lost, a rerun runs it again", wall, refused=why)
     result = None
     if error is None and code == 0:
         try:
@@ -416,9 +428,12 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
     def work(cell: Cell) -> Outcome:
         running[0] += 1
         try:
-            return run_cell(cell, root, cell_fn=cell_fn, retry_failed=retry_failed, stop=stop, extra_env=extra_env)
+            outcome = run_cell(cell, root, cell_fn=cell_fn, retry_failed=retry_failed, stop=stop, extra_env=extra_env)
         finally:
             running[0] -= 1
+        if outcome.refused is not None and stop.refused is None:  # at once: the next cell may start now
+            stop.refused = outcome.refused
+        return outcome
 
     def advance() -> None:
         status = (f"done {counts['ok'] + counts['skipped-done']} · running {running[0]} · "
@@ -436,8 +451,6 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
                 for future in done:
                     outcome = future.result()
                     outcomes.append(outcome)
-                    if outcome.refused is not None and stop.refused is None:
-                        stop.refused = outcome.refused
                     counts[outcome.state] += 1
                     line = outcome_note(outcome)
                     if line is not None:
