@@ -16,7 +16,8 @@ Names that become paths (collections, record ids; a sweep's name is its collecti
 plain file names (:func:`check_name`), and the store never writes outside its folder,
 whatever the name or a symbolic link says (:func:`record_path`). A record that is not what
 the schema says (not JSON, not an object, a field of the wrong type) is reported as corrupt,
-with its path and what to do, by every reader (:func:`read_record`).
+with its path and what to do, by every reader (:func:`read_record`). An ``ok`` record is never
+replaced by one that is not ``ok`` (:func:`put_record`), whoever writes it.
 """
 
 from __future__ import annotations

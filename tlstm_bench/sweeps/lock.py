@@ -9,7 +9,9 @@ host, none of its PIDs is alive (a zombie counts as dead); on any host, its expi
 truncated, not an object, a PID or an expiry of the wrong type: a disk or a hand broke it)
 is *corrupt* and stale at once, so a sweep never needs a person to delete it. A stale lock
 is broken under a second, short-lived ``.break`` lock and after re-reading it, so two
-processes that both find it stale cannot both take the cell.
+processes that both find it stale cannot both take the cell. A write the disk refuses (full,
+read-only) raises with the lock's path and leaves no lock, empty or torn; a claim whose owner
+died after its cell was recorded is broken when a later run finds the record (:func:`clear_stale`).
 """
 
 from __future__ import annotations

@@ -19,6 +19,12 @@ Rules (docs/sweeps.md, "Resuming and running twice", says the same):
 * A cell process writes its result to a file before the runner turns it into the record. A
   result whose record was never written (the sweep was killed in between, or the write
   failed) is **collected** by the next run that claims the cell (:func:`harvest`), not rerun.
+* An ``ok`` record is never replaced by a worse one (:func:`~tlstm_bench.results.store.put_record`),
+  and a process deletes only what it created or what a dead owner left (a stale claim, a dead
+  runner's result file), even when two processes run one cell (a claim deleted by hand).
+* A write the store's disk refuses (full, read-only) stops the sweep: no further cell starts,
+  a cell that finished without storing its result is left undone (never stored as failed), and
+  the summary says what happened; the rerun does the rest.
 
 Executors: :func:`run_local` (subprocesses here, ``jobs`` at once) and
 :func:`.slurm.run_slurm` (one SLURM job per cell); :func:`run_cells` runs either and waits
@@ -232,7 +238,7 @@ def run_cell(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, 
                 return collected
             if stop is not None and stop.event.is_set():
                 return Outcome(cell, "interrupted")
-            if stop is not None and stop.refused is not None:
+            if stop is not None and stop.refused is not None:  # the disk filled while this one was claimed
                 return Outcome(cell, "stopped", f"not started: {stop.refused}")
             env = {**os.environ, **extra_env} if extra_env else None
             outcome = _run_claimed(cell, root, claim, cell_fn=cell_fn, stop=stop, env=env)
