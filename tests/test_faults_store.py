@@ -132,10 +132,14 @@ def test_two_sweeps_racing_on_one_cell_keep_the_ok_record(tmp_path, fake_env):
     finally:
         del os.environ["FAKE_PLAN"], os.environ["FAKE_WAIT_FOR"]
     locks_dir = root / "t" / ".locks"
+
+    def running() -> list[Path]:  # the claim once it names the cell process (its last write)
+        return [p for p in locks_dir.glob("*.lock") if (locks.read_lock(p) or {}).get("child_pids")]
+
     deadline = time.time() + 60
-    while time.time() < deadline and not list(locks_dir.glob("*.lock")):
+    while time.time() < deadline and not running():
         time.sleep(0.05)
-    for lock in locks_dir.glob("*.lock"):
+    for lock in running():
         lock.unlink()                                               # the claim removed by hand
     fast = sweep_process(spec, root, *only)                          # succeeds at once
     fast_out = fast.communicate(timeout=60)[0].decode()
