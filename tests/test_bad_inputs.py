@@ -149,6 +149,12 @@ CASES = [
     ("spec-depth-locations", ["sweep", "{spec}"], "locations", None),
     ("spec-seed-negative", ["sweep", "{spec}"], "seeds", None),
     ("spec-device-cuda", ["sweep", "{spec}"], "no usable GPU", None),
+    # issue 21: bounds before expansion, values that passed the checks and broke later
+    ("spec-million-cells-hang", ["sweep", "{spec}", "--dry-run"], "1,000,000 cells, above the limit of 10,000", SUB),
+    ("spec-nested-too-deep", ["sweep", "{spec}", "--dry-run"], "nested too deeply", None),
+    ("spec-timeout-1e308", ["sweep", "{spec}"], "timeout_s", None),
+    ("spec-knob-twice", ["sweep", "{spec}", "--dry-run"], "gives the knob 'dims' twice", None),
+    ("train-knob-twice", ["train", "tlstm:dims=2,dims=3", *TRAIN[2:]], "gives the knob 'dims' twice", None),
     # ---- python -m tlstm_bench: the same command line in a fresh process ------------------------
     ("module-info-dims", ["info", "tlstm:dims=10000", "--vocab", "5", "--channels", "4"], "kernel entries", SUB),
     ("module-unknown-command", ["bogus"], "No such command", SUB),
@@ -170,6 +176,11 @@ SPECS = {
                             + "[train]\nmax_samples = 30\n",
     "spec-seed-negative": _BASE + "seeds = [-1]\n[train]\nmax_samples = 30\n",
     "spec-device-cuda": _BASE + 'device = "cuda"\n[train]\nmax_samples = 30\n',
+    "spec-million-cells-hang": 'task = "runtime"\nconfigs = ["slstm", "2d", "2d-m", "3d"]\nchannels = 4\n'
+                               f"depths = {list(range(1, 501))}\nseeds = {list(range(500))}\n[runtime]\n",
+    "spec-nested-too-deep": _BASE + "[train]\nmax_samples = 30\noptions = { symbols = " + "[" * 5000 + "]" * 5000 + " }\n",
+    "spec-timeout-1e308": _BASE + "timeout_s = 1e308\n[train]\nmax_samples = 30\n",
+    "spec-knob-twice": _BASE.replace('["2d"]', '["tlstm:dims=2,dims=3"]') + "[train]\nmax_samples = 30\n",
 }
 SUBPROCESS_TIMEOUT = 120  # the cases that hung before this battery existed would hit it
 

@@ -179,20 +179,21 @@ def test_an_orphans_finished_result_is_collected_not_rerun(tmp_path, fake_env):
 
 def test_a_failed_record_write_keeps_the_result_and_exits_non_zero(tmp_path, fake_env, monkeypatch):
     """The cell's work is done but its record cannot be written (disk full): the result stays where
-    the next run collects it, the message says where, and the sweep does not exit 0."""
-    import tlstm_bench.results as results
+    the next run collects it, the message says where, the sweep starts no further cell (each would
+    fail the same way) and does not exit 0; the rerun stores the result and runs the rest."""
+    from tlstm_bench.results import store
 
     spec = write_spec(tmp_path, RUNTIME_SPEC)
     workspace = tmp_path / "ws"
     target = expand(load_spec(spec), code="test-version")[1]
-    real = results.write_record
+    real = store.put_record
 
     def full_disk(record, collection, **kwargs):
         if record.get("id") == target.id or kwargs.get("record_id") == target.id:
             raise OSError(28, "No space left on device")
         return real(record, collection, **kwargs)
 
-    monkeypatch.setattr(results, "write_record", full_disk)
+    monkeypatch.setattr(store, "put_record", full_disk)
     args = ["sweep", str(spec), "--results-dir", str(workspace), "--cell-fn", FAKE]
     result = CliRunner().invoke(app, args, env={"COLUMNS": "400"})
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
@@ -200,14 +201,15 @@ def test_a_failed_record_write_keeps_the_result_and_exits_non_zero(tmp_path, fak
     text = " ".join(result.output.split())
     kept = list((workspace / "store" / "t" / ".logs").glob(f"{target.id}.*.result.json"))
     assert len(kept) == 1 and str(kept[0]) in text and "No space left on device" in text
-    assert "1 cell has no record" in text
-    assert len(records(workspace / "store")) == 7
+    assert "7 cells have no record" in text and "stopped early" in text
+    assert len(records(workspace / "store")) == 1                    # the cell before it
 
-    monkeypatch.setattr(results, "write_record", real)               # the disk has room again
+    monkeypatch.setattr(store, "put_record", real)               # the disk has room again
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0, again.output
     assert len(records(workspace / "store")) == 8 and not kept[0].exists()
     assert sum(executions(fake_env).values()) == 8                   # the finished cell was not rerun
+    assert not list((workspace / "store" / "t" / ".locks").iterdir())
 
 
 KILLS = 10

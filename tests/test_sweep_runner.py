@@ -72,9 +72,14 @@ def test_kill_and_resume_loses_and_duplicates_nothing(tmp_path, fake_env, monkey
     root = tmp_path / "store"
     proc = sweep_process(spec, root)
     deadline = time.time() + 120
-    while time.time() < deadline and len(list((root / "t").glob("*.json"))) < 3:
-        time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGKILL)                          # the sweep and its running cell, mid-run
+    while time.time() < deadline:                                 # kill it while it holds a cell's claim:
+        if len(list((root / "t").glob("*.json"))) >= 3:           # frozen (SIGSTOP), so what is seen is
+            os.killpg(proc.pid, signal.SIGSTOP)                   # what the kill leaves, however loaded
+            if list((root / "t" / ".locks").glob("*.lock")):      # the machine is
+                break
+            os.killpg(proc.pid, signal.SIGCONT)
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)                          # the sweep, mid-run; its cell dies with it
     proc.wait()
     before = {r["id"]: r for r in records(root)}
     assert 3 <= len(before) < 8, "the sweep should have been killed part-way"

@@ -2,6 +2,7 @@
 
 * :func:`integer`: a whole number in a range (a count, a size, a seed);
 * :func:`number`: a finite real number, positive unless told otherwise (a learning rate);
+* :func:`knobs_once`: a configuration's knob string names each knob once;
 * :func:`output_dir` and :func:`output_file`: a place the command will write to, checked
   before any work starts, so that a long run never ends in a write that cannot succeed.
 
@@ -54,6 +55,19 @@ def number(value, what: str) -> float:
     if value <= 0:
         raise UserError(f"{what} must be above 0, got {value}")
     return float(value)
+
+
+def knobs_once(config, what: str = "config") -> None:
+    """A one-line error when a knob string (``tlstm:dims=2,dims=3``) gives a knob twice: the
+    last would win silently, and the user meant one of them."""
+    if not isinstance(config, str) or ":" not in config:
+        return
+    seen = set()
+    for item in config.partition(":")[2].split(","):
+        key = item.partition("=")[0].strip().lower()
+        if key in seen:
+            raise UserError(f"{what} {config!r} gives the knob {key!r} twice; give each knob once")
+        seen.add(key)
 
 
 def _nearest_existing(path: Path) -> Path:

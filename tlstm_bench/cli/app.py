@@ -15,6 +15,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError
 from typer.core import TyperGroup, TyperOption
 
 from .. import __version__
+from ..atomic import disk_problem
 from ..errors import UserError
 
 
@@ -106,7 +107,23 @@ def handles_user_errors(fn):
             return fn(*args, **kwargs)
         except UserError as exc:
             raise fail(str(exc)) from None
+        except OSError as exc:  # a disk that filled or turned read-only after the checks passed
+            problem = disk_problem(exc)
+            if problem is None:
+                raise
+            raise fail(f"{problem}; free space or make it writable, then run the same command again "
+                       "(what was stored is kept)", 1) from None
     return wrapper
+
+
+def tolerant_streams() -> None:
+    """Print what an ASCII-only terminal cannot show (a path with odd bytes, a rule) as escapes
+    instead of failing with UnicodeEncodeError after the work is done."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):  # not a text stream we can reconfigure
+            pass
 
 
 def parse_int_list(text: str, what: str) -> list[int]:

@@ -16,11 +16,13 @@ Names that become paths (collections, record ids; a sweep's name is its collecti
 plain file names (:func:`check_name`), and the store never writes outside its folder,
 whatever the name or a symbolic link says (:func:`record_path`). A record that is not what
 the schema says (not JSON, not an object, a field of the wrong type) is reported as corrupt,
-with its path and what to do, by every reader (:func:`read_record`).
+with its path and what to do, by every reader (:func:`read_record`). An ``ok`` record is never
+replaced by one that is not ``ok`` (:func:`put_record`), whoever writes it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -30,6 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import atomic_write
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no folder lock (see put_record)
+    fcntl = None
 from ..checks import output_dir
 from ..errors import UserError
 from .schema import record_problem
@@ -120,26 +127,73 @@ def record_path(root: "str | Path", collection: str, record_id: str) -> Path:
     root = Path(root)
     path = root / collection / f"{record_id}.json"
     if not path.resolve().is_relative_to(root.resolve()):
-        raise UserError(f"refusing to write {path}: it resolves to {path.resolve()}, outside the results store "
-                        f"{root.resolve()} (a symbolic link?)")
+        raise UserError(f"{path} resolves to {path.resolve()}, outside the results store {root.resolve()} "
+                        "(a symbolic link?); the store neither reads nor writes through it: remove the link")
     return path
 
 
 def write_record(record: dict, collection: str, *, root: "str | Path | None" = None,
                  record_id: str | None = None) -> Path:
-    """Atomically write ``record`` as ``<root>/<collection>/<record_id>.json`` and return the path.
+    """Atomically write ``record`` as ``<root>/<collection>/<record_id>.json`` and return the path
+    (unless an ``ok`` record is there and this one is not: see :func:`put_record`).
 
     ``root`` is a store (default: the default workspace's).
+    """
+    record_id = record_id or record.get("id") or uuid.uuid4().hex[:16]
+    put_record(record, collection, root=root, record_id=record_id)
+    return record_path(root if root is not None else default_root(), collection, record_id)
+
+
+def put_record(record: dict, collection: str, *, root: "str | Path | None" = None,
+               record_id: str | None = None) -> dict:
+    """Write ``record`` unless it would replace an ``ok`` record with one that is not ``ok``;
+    return the record the store now holds (this one, or the ``ok`` one kept).
+
+    The one rule that keeps a finished result: whatever two processes racing on one cell do
+    (a claim broken by hand, a lock folder deleted), a failure never replaces a success. The
+    check and the rename happen under an exclusive lock of the collection's folder (flock;
+    where the filesystem has none, the window is the few microseconds between them).
     """
     record_id = record_id or record.get("id") or uuid.uuid4().hex[:16]
     path = record_path(root if root is not None else default_root(), collection, record_id)
     record = {**record, "id": record_id, "collection": collection}
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda fh: json.dump(_clean(record), fh, indent=1, sort_keys=True, default=str))
-    return path
+    with _folder_locked(path.parent):
+        if record.get("status") != "ok":
+            try:
+                there = read_record(path, missing_ok=True)
+            except UserError:  # a corrupt record is replaced
+                there = None
+            if there is not None and there.get("status") == "ok":
+                return there
+        atomic_write(path, lambda fh: json.dump(_clean(record), fh, indent=1, sort_keys=True, default=str))
+    return record
 
 
-CORRUPT_HINT = "fix it, or move it out of the store (a sweep then runs that cell again)"
+@contextlib.contextmanager
+def _folder_locked(folder: Path):
+    """Hold an exclusive flock on ``folder`` (released when its descriptor closes)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError, AttributeError):  # NFS may refuse flock on a folder: go on without
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+# What moving a corrupt record out of the store leads to, by its collection (else a sweep's).
+_REDO = {"training": "the same train command then trains that run again",
+         "timing": "rerun `time` to measure it again"}
+
+
+def _corrupt_hint(path: Path) -> str:
+    redo = _REDO.get(path.parent.name, "a sweep then runs that cell again")
+    return f"fix it, or move it out of the store ({redo})"
 
 
 def read_record(path: "str | Path", *, missing_ok: bool = False) -> dict | None:
@@ -155,7 +209,7 @@ def read_record(path: "str | Path", *, missing_ok: bool = False) -> dict | None:
             return None
         raise UserError(f"no result record {path}") from None
     except UnicodeDecodeError:
-        raise UserError(f"corrupt result record {path}: not UTF-8 text; {CORRUPT_HINT}") from None
+        raise UserError(f"corrupt result record {path}: not UTF-8 text; {_corrupt_hint(path)}") from None
     except OSError as exc:
         raise UserError(f"cannot read result record {path}: {exc.strerror or exc}; make it readable, "
                         f"or move it out of the store") from None
@@ -163,17 +217,25 @@ def read_record(path: "str | Path", *, missing_ok: bool = False) -> dict | None:
         record = json.loads(text)
     except json.JSONDecodeError as exc:
         what = "empty" if not text.strip() else f"not JSON ({exc})"
-        raise UserError(f"corrupt result record {path}: {what}; {CORRUPT_HINT}") from None
+        raise UserError(f"corrupt result record {path}: {what}; {_corrupt_hint(path)}") from None
     problem = record_problem(record)
     if problem:
-        raise UserError(f"corrupt result record {path}: {problem}; {CORRUPT_HINT}")
+        raise UserError(f"corrupt result record {path}: {problem}; {_corrupt_hint(path)}")
     return record
 
 
 def collections(root: "str | Path") -> list[str]:
-    """The collections of a store that hold at least one record."""
+    """The collections of a store that hold at least one record; a one-line error for a folder
+    of records whose name is not text (bytes that are not UTF-8: no table or file can name it)."""
     base = Path(root)
-    return sorted(p.name for p in base.glob("*") if p.is_dir() and any(p.glob("*.json")))
+    names = sorted(p.name for p in base.glob("*") if p.is_dir() and any(p.glob("*.json")))
+    for name in names:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UserError(f"the folder {os.fsencode(name)!r} in {base} holds records but its name is not UTF-8 "
+                            "text; rename it (a sweep's name: letters, digits and ._+=,:@-)") from None
+    return names
 
 
 def load_records(collection: str | None = None, *, root: "str | Path | None" = None) -> list[dict]:

@@ -27,11 +27,14 @@ import time
 import traceback
 from pathlib import Path
 
-from ..atomic import atomic_write
+from ..atomic import atomic_write, disk_problem
 from .grid import Cell
 from .runtime_group import GROUP_DIR
 
 DEFAULT_CELL_FN = "tlstm_bench.sweeps.cell:execute"
+# Exit code of a cell that finished but could not write its result (a full or read-only disk):
+# the runner stores no record for it, so a rerun runs it again instead of keeping a failure.
+UNSTORED = 75  # EX_TEMPFAIL
 
 # Keys of a record that come from the cell, never from the function's result.
 _IDENTITY = ("id", "key", "code_version", "sweep", "kind", "task", "config", "depth", "seed", "spec")
@@ -200,7 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     # The wall time goes with the result: a runner that collects it after this cell's sweep was
     # killed (runner.harvest) has no clock of its own for it.
     outcome["wall_time_s"] = time.monotonic() - start
-    atomic_write(Path(args.out), lambda fh: json.dump(outcome, fh, default=_jsonable))
+    try:
+        atomic_write(Path(args.out), lambda fh: json.dump(outcome, fh, default=_jsonable))
+    except OSError as exc:
+        try:  # the log may sit on the same full disk
+            print(disk_problem(exc) or f"cannot write the result {args.out}: {exc}", file=sys.stderr, flush=True)
+        except OSError:
+            pass
+        os._exit(UNSTORED)  # not sys.exit: flushing a full log at exit would turn this into another code
     return 0
 
 

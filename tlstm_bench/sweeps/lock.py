@@ -9,11 +9,14 @@ host, none of its PIDs is alive (a zombie counts as dead); on any host, its expi
 truncated, not an object, a PID or an expiry of the wrong type: a disk or a hand broke it)
 is *corrupt* and stale at once, so a sweep never needs a person to delete it. A stale lock
 is broken under a second, short-lived ``.break`` lock and after re-reading it, so two
-processes that both find it stale cannot both take the cell.
+processes that both find it stale cannot both take the cell. A write the disk refuses (full,
+read-only) raises with the lock's path and leaves no lock, empty or torn; a claim whose owner
+died after its cell was recorded is broken when a later run finds the record (:func:`clear_stale`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -21,10 +24,12 @@ import socket
 import time
 from pathlib import Path
 
-from ..atomic import atomic_write, temp_beside
+from ..atomic import atomic_write, pid_alive, temp_beside
 from ..results.store import check_name
 
 GRACE_S = 600.0
+# os.link's errors that mean "this filesystem has no hard links", not "this write failed".
+_NO_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS, errno.EMLINK})
 _BREAK_STALE_S = 60.0
 
 
@@ -34,22 +39,6 @@ def lock_dir(root: Path, sweep: str) -> Path:
 
 def lock_path(root: Path, sweep: str, cell_id: str) -> Path:
     return lock_dir(root, check_name("sweep name", sweep)) / f"{check_name('cell id', cell_id)}.lock"
-
-
-def pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (killed, not yet reaped) holds nothing
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def _valid(info) -> bool:
@@ -94,16 +83,28 @@ def _write(path: Path, info: dict) -> None:
 
 
 def _create(path: Path, info: dict) -> bool:
-    """Create ``path`` holding ``info`` unless it exists: written whole, then linked into place."""
+    """Create ``path`` holding ``info`` unless it exists: written whole, then linked into place.
+
+    A write that fails (a full disk) raises and leaves nothing: no lock, no temporary file.
+    """
     fd, tmp = temp_beside(path)
     try:
         with os.fdopen(fd, "w") as fh:
             json.dump(info, fh)
-        os.link(tmp, path)
-    except FileExistsError:
-        return False
-    except OSError:  # a filesystem without hard links: create it in place (a reader may see it torn)
-        return _create_in_place(path, info)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in _NO_LINKS:
+                raise
+            return _create_in_place(path, info)  # a filesystem without hard links (a reader may see it torn)
+    except OSError as exc:
+        if exc.filename is None:  # a write() failed: name the lock it was for
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
     finally:
         os.unlink(tmp)
     return True
@@ -111,11 +112,15 @@ def _create(path: Path, info: dict) -> bool:
 
 def _create_in_place(path: Path, info: dict) -> bool:
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except FileExistsError:
         return False
-    with os.fdopen(fd, "w") as fh:
-        fh.write(json.dumps(info))
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(info))
+    except BaseException:  # never leave an empty or torn lock of ours behind
+        path.unlink(missing_ok=True)
+        raise
     return True
 
 
@@ -133,12 +138,20 @@ class CellLock:
 
     def add_child(self, pid: int) -> None:
         """Record the cell's process, so the claim outlives a killed sweep while the cell still runs."""
-        self.info = {**self.info, "child_pids": [*self.info.get("child_pids", []), pid]}
-        _write(self.path, self.info)
+        info = {**self.info, "child_pids": [*self.info.get("child_pids", []), pid]}
+        _write(self.path, info)
+        self.info = info  # only once written: a refused write leaves the claim as it is, and ours
+
+    def held(self) -> bool:
+        """Whether the claim is still this one (not broken, deleted or taken over meanwhile)."""
+        return read_lock(self.path) == self.info
 
     def release(self) -> None:
         if read_lock(self.path) in (self.info, {}):  # ours, or broken since: never another owner's
-            self.path.unlink(missing_ok=True)
+            try:
+                self.path.unlink(missing_ok=True)
+            except OSError:  # a folder turned read-only: the claim goes stale with this process
+                pass
 
     def __enter__(self):
         return self
@@ -180,6 +193,14 @@ def claim(root: Path, sweep: str, cell_id: str, *, timeout_s: float) -> CellLock
         corrupt = corrupt or found == {}
         _break_stale(path)
     return None
+
+
+def clear_stale(root: Path, sweep: str, cell_id: str) -> None:
+    """Break the cell's claim if its owner is gone: a sweep killed between storing a cell's
+    record and releasing its claim leaves it, and no later run claims a recorded cell."""
+    path = lock_path(root, sweep, cell_id)
+    if os.path.lexists(path) and is_stale(read_lock(path)):
+        _break_stale(path)
 
 
 def holder(root: Path, sweep: str, cell_id: str) -> dict | None:

@@ -205,7 +205,11 @@ def summary_line(summary: Summary) -> str:
     line = f"sweep {summary.sweep}: {summary.planned} cells; {', '.join(parts)}; wall time {wall}"
     if summary.missing:
         line += f"; {summary.missing} cell{' has' if summary.missing == 1 else 's have'} no record"
-    if summary.interrupted:
+    refused = next((o.refused for o in summary.outcomes if o.refused), None)
+    if refused:
+        line += (f"; stopped early, the store refused a write ({refused}): free space or make it writable, "
+                 "then rerun the same command; it keeps every record stored and runs the rest")
+    elif summary.interrupted:
         line += "; interrupted (rerun the same command to resume)"
     elif summary.missing:
         line += " (see the table above)"

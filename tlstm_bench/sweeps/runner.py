@@ -19,6 +19,12 @@ Rules (docs/sweeps.md, "Resuming and running twice", says the same):
 * A cell process writes its result to a file before the runner turns it into the record. A
   result whose record was never written (the sweep was killed in between, or the write
   failed) is **collected** by the next run that claims the cell (:func:`harvest`), not rerun.
+* An ``ok`` record is never replaced by a worse one (:func:`~tlstm_bench.results.store.put_record`),
+  and a process deletes only what it created or what a dead owner left (a stale claim, a dead
+  runner's result file), even when two processes run one cell (a claim deleted by hand).
+* A write the store's disk refuses (full, read-only) stops the sweep: no further cell starts,
+  a cell that finished without storing its result is left undone (never stored as failed), and
+  the summary says what happened; the rerun does the rest.
 
 Executors: :func:`run_local` (subprocesses here, ``jobs`` at once) and
 :func:`.slurm.run_slurm` (one SLURM job per cell, built on this module's :func:`run_cell`);
@@ -29,6 +35,7 @@ processes hold. Progress goes to a reporter (:mod:`tlstm_bench.events`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -42,11 +49,12 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomic import disk_problem, fresh_file, pid_alive
 from ..errors import UserError
 from ..events import Event, Reporter, note, silent
 from ..results import store
 from . import lock as locks
-from .cell import DEFAULT_CELL_FN, cell_checkpoint_dir, cell_to_json, make_record
+from .cell import DEFAULT_CELL_FN, UNSTORED, cell_checkpoint_dir, cell_to_json, make_record
 from .grid import Cell
 
 LOG_TAIL = 400
@@ -84,12 +92,14 @@ class Outcome:
     cell: Cell
     # ok | failed (ran here) | skipped-done | skipped-failed (recorded before) | elsewhere-ok |
     # elsewhere-failed (another process ran it while this sweep waited) | taken (still held elsewhere) |
-    # interrupted | unsaved (its record could not be written) | corrupt (its record file is)
+    # interrupted | unsaved (its record could not be written) | corrupt (its record file is) |
+    # not-run (the store refused a write before it ran, or its result) | stopped (not started after that)
     state: str
     error: str | None = None
     wall_time_s: float = 0.0
     record: dict | None = None
     note: str | None = None
+    refused: str | None = None  # the store's disk refused a write (full, read-only): the sweep stops
 
 
 @dataclass
@@ -134,6 +144,26 @@ def _results_left(root: Path, cell: Cell) -> list[Path]:
     return sorted(_log_path(root, cell).parent.glob(f"{cell.id}.*.result.json"), key=mtime)
 
 
+def _runner_alive(result: Path) -> bool:
+    """Whether the runner that named ``result`` (``<id>.<runner pid>.result.json``) is another live process."""
+    try:
+        pid = int(result.name.split(".")[-3])
+    except (IndexError, ValueError):
+        return False
+    return pid != os.getpid() and pid_alive(pid)
+
+
+def _refusal(folder: Path) -> str:
+    """Why ``folder`` refuses writes, as the filesystem says (for a cell whose log was refused too)."""
+    try:
+        state = os.statvfs(folder)
+    except (OSError, AttributeError):
+        return "its result was refused"
+    if state.f_flag & getattr(os, "ST_RDONLY", 1):
+        return os.strerror(errno.EROFS)
+    return os.strerror(errno.ENOSPC) if state.f_bavail == 0 else "its result was refused"
+
+
 def _tail(path: Path) -> str:
     try:
         text = path.read_text(errors="replace").strip()
@@ -161,6 +191,9 @@ class _Stop:
         self.event = threading.Event()
         self.procs: set[subprocess.Popen] = set()
         self.lock = threading.Lock()
+        # Set when the store's disk refused a write: no further cell starts (each would fail
+        # the same way); running ones finish and keep what they can.
+        self.refused: str | None = None
 
     def kill_all(self):
         self.event.set()
@@ -189,7 +222,10 @@ def run_cell(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, 
     try:
         done = recorded_outcome(root, cell, retry_failed)
         if done is not None:
+            locks.clear_stale(root, cell.sweep, cell.id)  # a claim its killed owner left after the record
             return done
+        if stop is not None and stop.refused is not None:
+            return Outcome(cell, "stopped", f"not started: {stop.refused}")
         claim = locks.claim(root, cell.sweep, cell.id, timeout_s=cell.timeout_s)
         if claim is None:
             return Outcome(cell, "taken")
@@ -197,11 +233,13 @@ def run_cell(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, 
             done = recorded_outcome(root, cell, retry_failed)  # finished elsewhere while we planned?
             if done is not None:
                 return done
-            collected = harvest(root, cell) if read_status(root, cell) is None else None
+            collected = harvest(root, cell, claim) if read_status(root, cell) is None else None
             if collected is not None:
                 return collected
             if stop is not None and stop.event.is_set():
                 return Outcome(cell, "interrupted")
+            if stop is not None and stop.refused is not None:  # the disk filled while this one was claimed
+                return Outcome(cell, "stopped", f"not started: {stop.refused}")
             env = {**os.environ, **extra_env} if extra_env else None
             outcome = _run_claimed(cell, root, claim, cell_fn=cell_fn, stop=stop, env=env)
             if claim.broke_corrupt:
@@ -212,6 +250,11 @@ def run_cell(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, 
             claim.release()
     except UserError as exc:  # its record file was found corrupt while the sweep ran
         return Outcome(cell, "corrupt", str(exc))
+    except OSError as exc:  # the store refused a write (a lock, the log): the disk is full or read-only
+        problem = disk_problem(exc)
+        if problem is None:
+            raise
+        return Outcome(cell, "not-run", f"{problem}; this cell was not run, a rerun does it", refused=problem)
 
 
 def _run_process(cell: Cell, root: Path, log: Path, result_path: Path, claim: locks.CellLock, *, cell_fn: str,
@@ -221,12 +264,17 @@ def _run_process(cell: Cell, root: Path, log: Path, result_path: Path, claim: lo
     It gets its own process group (so a kill takes its children along, and a Ctrl-C at the
     terminal reaches only the sweep, which then kills it) and dies with this process.
     """
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "tlstm_bench.sweeps.cell", "--root", str(root),
-                                 "--out", str(result_path), "--fn", cell_fn, "--parent-pid", str(os.getpid())],
+    with fresh_file(log) as out:  # `--x=value`: a value starting with '-' is never read as an option
+        proc = subprocess.Popen([sys.executable, "-m", "tlstm_bench.sweeps.cell", f"--root={root}",
+                                 f"--out={result_path}", f"--fn={cell_fn}", f"--parent-pid={os.getpid()}"],
                                 stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, text=True, env=env,
                                 start_new_session=True)
-        claim.add_child(proc.pid)
+        try:
+            claim.add_child(proc.pid)
+        except OSError:  # the disk refused the claim's update: the cell must not run on unclaimed
+            _kill(proc)
+            proc.wait()
+            raise
         if stop is not None:
             with stop.lock:
                 stop.procs.add(proc)
@@ -251,12 +299,15 @@ def _run_claimed(cell: Cell, root: Path, claim: locks.CellLock, *, cell_fn: str,
     log = _log_path(root, cell)
     log.parent.mkdir(parents=True, exist_ok=True)
     result_path = log.with_suffix(f".{os.getpid()}.result.json")
-    result_path.unlink(missing_ok=True)
+    result_path.unlink(missing_ok=True)  # ours: a file of this pid is a leftover of this process
     start = time.monotonic()
     code, error = _run_process(cell, root, log, result_path, claim, cell_fn=cell_fn, stop=stop, env=env)
     wall = time.monotonic() - start
     if code in INTERRUPTED or (stop is not None and stop.event.is_set() and code != 0):
         return Outcome(cell, "interrupted", wall_time_s=wall)  # no record: the next run does it again
+    if code == UNSTORED and error is None:  # it finished but the disk refused its result: no record either
+        why = _tail(log) or f"cannot write in {result_path.parent} ({_refusal(result_path.parent)})"
+        return Outcome(cell, "not-run", f"{why}; its result is lost, a rerun runs it again", wall, refused=why)
     result = None
     if error is None and code == 0:
         try:
@@ -271,45 +322,57 @@ def _run_claimed(cell: Cell, root: Path, claim: locks.CellLock, *, cell_fn: str,
     with contextlib.suppress(OSError):
         if log.stat().st_size == 0:
             log.unlink()
-    return store_record(cell, root, make_record(cell, result, error=error, wall_time_s=wall), wall)
+    return store_record(cell, root, make_record(cell, result, error=error, wall_time_s=wall), wall, claim,
+                        result_path)
 
 
-def store_record(cell: Cell, root: Path, record: dict, wall: float, note: str | None = None) -> Outcome:
-    """Write the cell's record, then drop its result files; if the write fails, keep them (the
-    next run collects them) and say where they are."""
-    from .. import results
+def store_record(cell: Cell, root: Path, record: dict, wall: float, claim: locks.CellLock | None = None,
+                 result: Path | None = None, note: str | None = None) -> Outcome:
+    """Write the cell's record, then delete ``result`` (the result file it was made from: this
+    process's, or the one it collected); if the write fails, keep it (the next run collects it)
+    and say where it is.
 
+    The one rule for deleting: a process deletes only what it created or collected under its
+    claim, never another process's result, and an ``ok`` record already stored (by a process
+    that ran the cell too, its claim broken meanwhile) is kept over a worse one.
+    """
     try:
-        results.write_record(record, cell.sweep, root=root, record_id=cell.id)
+        stored = store.put_record(record, cell.sweep, root=root, record_id=cell.id)
     except OSError as exc:
-        kept = _results_left(root, cell)
-        where = (f"its result is kept in {kept[-1]} and the next run of this sweep stores it" if kept
-                 else "the next run of this sweep runs it again")
-        return Outcome(cell, "unsaved", f"cannot write its record {record_path(root, cell)} "
-                       f"({exc.strerror or exc}); {where}", wall, record)
-    for path in _results_left(root, cell):
-        path.unlink(missing_ok=True)
-    if record["status"] == "ok":  # a finished cell needs no checkpoint to resume from
+        where = (f"its result is kept in {result} and the next run of this sweep stores it"
+                 if result is not None and result.exists() else "the next run of this sweep runs it again")
+        problem = disk_problem(exc)
+        why = problem or f"cannot write its record {record_path(root, cell)} ({exc.strerror or exc})"
+        return Outcome(cell, "unsaved", f"{why}; {where}", wall, record, refused=problem)
+    if result is not None:
+        result.unlink(missing_ok=True)
+    if stored["status"] != record["status"]:  # another process stored it ok: that record stands
+        return Outcome(cell, "elsewhere-ok", record=stored, note=f"this run's {record['status']} result not stored")
+    if record["status"] == "ok" and (claim is None or claim.held()):  # a finished cell needs no checkpoint to resume from
         shutil.rmtree(cell_checkpoint_dir(root, cell.sweep, cell.id), ignore_errors=True)
     return Outcome(cell, record["status"], record.get("error"), wall, record, note)
 
 
-def harvest(root: Path, cell: Cell) -> Outcome | None:
+def harvest(root: Path, cell: Cell, claim: locks.CellLock | None = None) -> Outcome | None:
     """Store the result a cell process left without a record, and return its outcome; None if
     it left none (then the cell has to run).
 
     That happens when a sweep is killed after its cell finished but before the record was
-    written, or when writing the record failed. Call it only with the cell claimed and no
-    record stored: the process that wrote the result is then gone.
+    written, or when writing the record failed. Call it only with the cell claimed (``claim``)
+    or its job gone (SLURM says so; ``claim`` None) and no record stored. With a claim, a result
+    whose runner (the pid in its name) is alive on this host is that runner's to store, not
+    this one's: its claim was broken or deleted by hand while it ran, and it is left alone.
     """
     for path in reversed(_results_left(root, cell)):  # the newest first
+        if claim is not None and _runner_alive(path):
+            continue
         try:
             outcome = json.loads(path.read_text())
             result, error, wall = outcome.get("result"), outcome.get("error"), outcome.get("wall_time_s")
             record = make_record(cell, result, error=error, wall_time_s=wall)
         except (OSError, ValueError, TypeError, AttributeError):
             continue  # not a result this code wrote: run the cell instead
-        return store_record(cell, root, record, wall or 0.0,
+        return store_record(cell, root, record, wall or 0.0, claim, path,
                             note=f"collected from {path.name}: the cell had finished, its record was not stored")
     return None
 
@@ -330,7 +393,7 @@ def _describe(outcome: Outcome) -> str:
 # The first word of a cell's line, and its tone.
 _MARKS = {"ok": ("ok", "ok"), "elsewhere-ok": ("ok", "ok"), "failed": ("FAILED", "error"),
           "elsewhere-failed": ("FAILED", "error"), "unsaved": ("NOT STORED", "error"),
-          "corrupt": ("CORRUPT", "error")}
+          "corrupt": ("CORRUPT", "error"), "not-run": ("NOT RUN", "error")}
 
 
 def outcome_note(outcome: Outcome) -> Event | None:
@@ -371,9 +434,12 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
     def work(cell: Cell) -> Outcome:
         running[0] += 1
         try:
-            return run_cell(cell, root, cell_fn=cell_fn, retry_failed=retry_failed, stop=stop, extra_env=extra_env)
+            outcome = run_cell(cell, root, cell_fn=cell_fn, retry_failed=retry_failed, stop=stop, extra_env=extra_env)
         finally:
             running[0] -= 1
+        if outcome.refused is not None and stop.refused is None:  # at once: the next cell may start now
+            stop.refused = outcome.refused
+        return outcome
 
     def advance() -> None:
         status = (f"done {counts['ok'] + counts['skipped-done']} · running {running[0]} · "

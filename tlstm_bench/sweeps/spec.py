@@ -53,6 +53,10 @@ from ..vocab import (DEFAULT_DTYPE, DTYPES, MAX_REPEATS, TASK_NAMES, TIMING_REPE
 
 SHIPPED = "specs"  # the package's own specs: tlstm_bench/sweeps/specs/<name>.toml (package data)
 DEFAULT_TIMEOUT_S = 3600.0  # per cell
+MAX_TIMEOUT_S = 30 * 24 * 3600.0  # 30 days: more is a typo (and past what a timer can wait for)
+# The most cells one spec may expand to: checked on the lists' lengths before any cell is built,
+# so a grid of a million cells is one line at once, not minutes of expanding.
+MAX_CELLS = 10_000
 
 _GRID_KEYS = ("configs", "depths", "seeds", "budget", "channels", "timeout_s")
 _TOP_KEYS = {"description", "task", "device", *_GRID_KEYS, "train", "runtime"}
@@ -113,9 +117,10 @@ class _Checker:
     def integer(self, key: str, value, *, minimum: int = 1, maximum: int | None = None) -> int:
         return checks.integer(value, f"{self.path}: key '{key}'", minimum=minimum, maximum=maximum)
 
-    def number(self, key: str, value) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise self.error(key, "must be a positive number (seconds)", value)
+    def number(self, key: str, value, maximum: float) -> float:
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0
+                or value > maximum):
+            raise self.error(key, f"must be a positive number of seconds up to {maximum:,.0f}", value)
         return float(value)
 
     def int_list(self, key: str, value, *, minimum: int, maximum: int | None = None) -> tuple[int, ...]:
@@ -140,6 +145,7 @@ def _check_config(check: _Checker, key: str, config: str) -> str:
     from ..models import CONFIG_NAMES, parse_config
 
     try:
+        checks.knobs_once(config)
         return parse_config(config).label
     except UserError as exc:
         raise UserError(f"{check.path}: key '{key}': {config!r} is not a configuration "
@@ -245,7 +251,7 @@ def _grid(check: _Checker, kind: str, table: dict, top: dict, check_values: bool
     key, seeds = pick("seeds")
     seeds = (0,) if seeds is None else check.int_list(key, seeds, minimum=0, maximum=MAX_SEED)
     key, timeout = pick("timeout_s")
-    timeout = DEFAULT_TIMEOUT_S if timeout is None else check.number(key, timeout)
+    timeout = DEFAULT_TIMEOUT_S if timeout is None else check.number(key, timeout, MAX_TIMEOUT_S)
     return dict(configs=configs, depths=depths, seeds=seeds, timeout_s=timeout,
                 **_size(check, kind, table, top, check_values))
 
@@ -326,6 +332,24 @@ def _section(check: _Checker, kind: str, table: dict, top: dict, check_values: b
     return Section(kind=kind, **grid, settings=settings)
 
 
+def _check_cell_count(path: Path, data: dict) -> None:
+    """A one-line error when the grid (configs x depths x seeds, x implementations for runtime,
+    summed over the sections) has more than :data:`MAX_CELLS` cells, from the lists' lengths."""
+    def length(table: dict, key: str) -> int:
+        value = table.get(key, data.get(key))
+        return len(value) if isinstance(value, list) else 1
+
+    count = 0
+    for kind in ("runtime", "train"):
+        table = data.get(kind)
+        if isinstance(table, dict):
+            count += (length(table, "configs") * length(table, "depths") * length(table, "seeds")
+                      * (length(table, "implementations") if kind == "runtime" else 1))
+    if count > MAX_CELLS:
+        raise UserError(f"{path}: the grid has {count:,} cells, above the limit of {MAX_CELLS:,}; use fewer "
+                        "configs, depths or seeds, or split it into several specs")
+
+
 def parse_spec(data: dict, path: "str | Path", name: str | None = None, *, check_values: bool = True) -> SweepSpec:
     """Validate the dict of one TOML file and resolve the defaults of each section.
 
@@ -343,6 +367,7 @@ def parse_spec(data: dict, path: "str | Path", name: str | None = None, *, check
     description = data.get("description", "")
     if not isinstance(description, str):
         raise check.error("description", "must be a string", description)
+    _check_cell_count(path, data)
     sections = tuple(_section(check, kind, data[kind], data, check_values)
                      for kind in ("runtime", "train") if kind in data)
     if not sections:
@@ -407,6 +432,9 @@ def load_spec(spec: "str | Path", *, check_values: bool = True) -> SweepSpec:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise UserError(f"{path}: a value is nested too deeply to read (arrays or tables inside each other "
+                        "hundreds of times); a spec needs lists of plain values") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read the spec: {exc}") from None
     return parse_spec(data, path, check_values=check_values)

@@ -34,6 +34,7 @@ from typing import Callable
 import torch
 
 from .. import checks
+from ..atomic import clean_stale_temps, disk_problem
 from ..audit import causal
 from ..errors import UserError
 from ..events import Event, Progress, Reporter, note, reporter
@@ -176,6 +177,7 @@ class Trainer:
         self.checkpoint_every = s.checkpoint_every or s.eval_every
         self.total = s.max_samples if s.max_samples is not None else s.epochs * self.epoch_samples
         self.failed: str | None = None  # why the run failed (a non-finite loss), once it has
+        self.checkpoint_failed = False  # a checkpoint write was refused (said once)
 
     @property
     def counters(self):
@@ -183,6 +185,9 @@ class Trainer:
 
     def resume(self) -> None:
         """Continue from the checkpoint, if there is one (it must be this run's)."""
+        if self.path is not None:  # a run killed mid-write left its half-written temporary file
+            for left in clean_stale_temps(self.path):
+                note(self.report, f"removed {left.name}, a checkpoint write a killed run left unfinished", "detail")
         saved = load_checkpoint(self.path) if self.path is not None else None
         if saved is None:
             return
@@ -190,7 +195,11 @@ class Trainer:
             other = saved["key"]
             raise UserError(f"checkpoint {self.path} belongs to another run ({other['config']}, {other['task']}, "
                             f"L={other['depth']}, seed {other['seed']}); use another --checkpoint-dir or delete it")
-        self.state.restore(saved, self.device)
+        try:
+            self.state.restore(saved, self.device)
+        except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as exc:  # right format, other weights
+            raise UserError(f"checkpoint {self.path} does not fit this model ({type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0][:200]}); delete it to start over") from None
         c = self.counters
         c.resumed_at.append(c.samples)
         if c.stop_reason in ("max_samples", "epochs"):
@@ -260,8 +269,17 @@ class Trainer:
         if self.path is None:
             return
         c = self.counters
-        c.last_checkpoint = c.samples
-        save_checkpoint(self.path, self.state.payload(wall_time=c.wall_time + time.monotonic() - self.started))
+        c.last_checkpoint = c.samples  # the schedule moves on even when the write fails
+        try:
+            save_checkpoint(self.path, self.state.payload(wall_time=c.wall_time + time.monotonic() - self.started))
+        except OSError as exc:  # a full or read-only disk: the run goes on, its record is what matters
+            problem = disk_problem(exc)
+            if problem is None:
+                raise
+            if not self.checkpoint_failed:
+                note(self.report, f"checkpoint not saved: {problem}; training goes on and its record is kept, "
+                                  "but a kill now loses the progress since the last checkpoint saved", "warning")
+            self.checkpoint_failed = True
 
     def run(self, stop_after_steps: int | None = None) -> None:
         """Step until the run is finished or fails; evaluate and checkpoint on schedule."""
