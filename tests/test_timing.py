@@ -6,6 +6,7 @@ import json
 import time
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from tlstm_bench.cli import app
@@ -231,3 +232,35 @@ def test_time_command_a_failing_implementation_fails_alone(tmp_path, monkeypatch
     assert "Traceback" not in result.output
     timed = {r["implementation"] for r in json.loads(result.stdout)}
     assert {"eager", "reference", "fast"} <= timed and "fails" not in timed  # (other tests may register more)
+
+
+def test_a_case_an_implementation_refuses_is_contained_unless_every_case_is_refused():
+    """A UserError of one case (this implementation cannot run this case) is that case's failure
+    when the caller contains failures; bad input for every case is still a UserError."""
+    from tlstm_bench.errors import UserError
+
+    failed = {}
+    records = measure_cases([Case("2d", 1, "fast"), Case("2d", 1, "cuda-graph")], on_failure=failed.__setitem__,
+                            **TINY)
+    assert [r["implementation"] for r in records] == ["fast"]
+    assert "needs CUDA" in failed[Case("2d", 1, "cuda-graph")]
+    with pytest.raises(UserError, match="needs CUDA"):
+        measure_cases([Case("2d", 1, "cuda-graph")], on_failure=failed.__setitem__, **TINY)
+    with pytest.raises(UserError, match="needs CUDA"):
+        measure_cases([Case("2d", 1, "fast"), Case("2d", 1, "cuda-graph")], **TINY)
+
+
+def test_keep_going_that_stops_before_the_first_round_fails_the_cases_instead_of_crashing():
+    failed = {}
+    records = measure_cases([Case("2d", 1)], keep_going=lambda s: False, on_failure=failed.__setitem__, **TINY)
+    assert records == [] and "before its first sample" in failed[Case("2d", 1)]
+
+
+def test_the_last_loss_is_kept():
+    from tlstm_bench.timing import StepRun
+
+    run = StepRun(Case("2d", 1), channels=3, budget=None, vocab=5, input_size=None, output_size=None, seq_len=3,
+                  device=torch.device("cpu"), dtype=torch.float64, seed=0)
+    run()
+    assert run.last_loss is not None and run.last_loss.requires_grad is False
+    assert float(run.last_loss) == pytest.approx(float(run.loss()))

@@ -25,6 +25,12 @@ from ..results.provenance import code_version
 from ..results.schema import stable_hash
 
 GROUP_DIR = ".timed"  # beside .checkpoints and .locks in a sweep's store folder
+# On a CPU each sample is the mean of enough back-to-back runs to last this long (as the gate
+# does): a small model's run lasts about a millisecond, and on a shared machine one scheduler
+# preemption is then the whole sample. Measured (2-core CPU, load ~10, M=8, T=20, 5 samples):
+# single runs gave 0.04 ms/step and 0.5-1.4 ms/step for the same case, so a 3-sample median
+# put slstm at L=1 above L=3.
+CPU_MIN_SAMPLE_S = 0.05
 
 
 def group_key(spec: dict) -> str:
@@ -63,7 +69,7 @@ def _measure(spec: dict, group: str) -> dict:
         channels=spec.get("channels"), budget=spec.get("budget"), vocab=spec["vocab"],
         input_size=spec["input_size"], output_size=spec["output_size"], seq_len=spec["seq_len"],
         device=spec["device"], repeats=spec["repeats"], warmup=spec["warmup"], threads=spec.get("threads"),
-        dtype=spec["dtype"], seed=spec["seed"],
+        dtype=spec["dtype"], seed=spec["seed"], min_sample_s=CPU_MIN_SAMPLE_S if spec["device"] == "cpu" else 0.0,
         on_failure=lambda case, why: failed.__setitem__(str(case.depth), why.splitlines()[0]))
     by_depth = {str(r["depth"]): {**r, "timed_with": depths, "timing_group": group} for r in records}
     return {"group": group, "records": by_depth, "failed": failed}

@@ -21,6 +21,7 @@ once); a worker that raises or dies fails its own cases only.
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import traceback
 from typing import Callable, Iterable
@@ -35,6 +36,9 @@ from .protocol import (Case, Plan, Setup, StepRun, check_memory, check_settings,
                        time_step, warm_up)
 
 WORKER_TIMEOUT_S = 1800.0  # one command (a warm-up with a compilation, a round of slow cases)
+
+
+USER_ERROR = "error: "  # a case's failure that is bad input (a UserError), not a fault
 
 
 class GroupFailed(Exception):
@@ -66,19 +70,30 @@ class CaseGroup:
             try:
                 run = self.setup.build(case)
                 seconds = warm_up(run, self.device, self.plan.warmups[case])
-                once = seconds[-1] if seconds else time_step(run, self.device)
-            except UserError:
-                raise
+                self.number[case] = self._runs_per_sample(run, seconds)
+            except UserError as exc:
+                if not self.contain:
+                    raise
+                failed[case] = USER_ERROR + str(exc)  # this implementation refuses this case
+                continue
             except Exception as exc:  # noqa: BLE001 - contained: this case fails, the others go on
                 if not self.contain:
                     raise
                 failed[case] = _why(exc)
                 continue
             self.runs[case], self.warmup_runs[case], self.samples[case] = run, len(seconds), []
-            min_s = self.setup.min_sample_s
-            self.number[case] = max(1, -(-int(min_s * 1e6) // max(int(once * 1e6), 1))) if min_s > 0 else 1
-            self.last[case] = once * self.number[case]
+            self.last[case] = (seconds[-1] if seconds else 0.0) * self.number[case]
         return failed
+
+    def _runs_per_sample(self, run: StepRun, warmup_s: list[float]) -> int:
+        """1, or with ``min_sample_s`` enough back-to-back runs for a sample to last that long, from
+        the fastest of a fresh run and the warm-up runs after the first (which pays the lazy
+        initialisation): a preempted or cold run would make every sample too short."""
+        min_s = self.setup.min_sample_s
+        if min_s <= 0:
+            return 1
+        once = min([*warmup_s[1:], time_step(run, self.device)])
+        return max(1, math.ceil(min_s / max(once, 1e-6)))
 
     def round(self, cases: list[Case]) -> dict[Case, float]:
         """One sample of each of ``cases`` (those this group holds), in order."""
@@ -103,6 +118,8 @@ class CaseGroup:
     def records(self, truncated: bool, isolated: bool) -> dict[Case, dict]:
         out = {}
         for case, run in self.runs.items():
+            if not self.samples[case]:  # keep_going stopped the rounds before its first sample
+                continue
             rec = runtime_record(case, run, self.samples[case], seq_len=self.setup.seq_len, device=self.device,
                                  dtype=self.setup.dtype, threads=self.setup.threads, flushed=self.flushed,
                                  warmup=self.plan.warmups[case], repeats=len(self.samples[case]),
@@ -152,12 +169,12 @@ class WorkerGroup:
         self.last: dict[Case, float] = {}
 
     def _ask(self, command: str, *arg):
-        self.conn.send((command, arg))
-        if not self.conn.poll(WORKER_TIMEOUT_S):
-            raise GroupFailed(f"no answer to {command!r} within {WORKER_TIMEOUT_S:.0f} s")
         try:
+            self.conn.send((command, arg))
+            if not self.conn.poll(WORKER_TIMEOUT_S):
+                raise GroupFailed(f"no answer to {command!r} within {WORKER_TIMEOUT_S:.0f} s")
             status, payload = self.conn.recv()
-        except EOFError:
+        except (EOFError, OSError):  # the pipe broke: the worker died (at start-up too)
             self.process.join(5)
             raise GroupFailed(f"the worker process died (exit code {self.process.exitcode})") from None
         if status == "user_error":
@@ -285,6 +302,9 @@ def run_groups(cases: list[Case], setup: Setup, plan: Plan, *, isolate: bool, de
         finally:
             for group in groups:
                 group.close()
+    refused = [why[len(USER_ERROR):] for why in failures.values() if why.startswith(USER_ERROR)]
+    if refused and (on_failure is None or not records):
+        raise UserError(refused[0])  # bad input: for every case, or for a caller that contains nothing
     for case, why in failures.items():
         note(report, f"{case.config} L={case.depth} {setup.implementation(case)} failed: {why.splitlines()[0]}",
              "error")
@@ -358,4 +378,7 @@ def _collect(groups: list, truncated: bool, isolated: bool, failures: dict) -> d
             records.update(group.records(truncated, isolated))
         except GroupFailed as exc:
             failures.update({c: str(exc) for c in group.estimate() if c not in failures})
+        for case in group.estimate():
+            if case not in records and case not in failures:
+                failures[case] = "stopped before its first sample (keep_going)"
     return records

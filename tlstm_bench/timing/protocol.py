@@ -153,6 +153,7 @@ class StepRun:
         self.target = torch.randint(0, out, (seq_len,), generator=gen).to(device)
         self.graphed = loop is not None
         self._step: GraphedStep | None = None
+        self.last_loss: torch.Tensor | None = None  # the loss of the last call (a static buffer when graphed)
 
     def loss(self) -> torch.Tensor:
         """The forward pass and the loss (what the counters call the ``fwd`` pass)."""
@@ -163,11 +164,13 @@ class StepRun:
         if self.graphed:
             if self._step is None:
                 self._step = GraphedStep(self.loss, self.model.parameters())
-            self._step()
+            self.last_loss = self._step()
             return
         for p in self.model.parameters():
             p.grad = None
-        self.loss().backward()
+        loss = self.loss()
+        loss.backward()
+        self.last_loss = loss.detach()
 
     def gradients(self) -> dict[str, torch.Tensor | None]:
         """Every parameter's gradient after the last call, by name."""
