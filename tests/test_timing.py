@@ -263,4 +263,4 @@ def test_the_last_loss_is_kept():
                   device=torch.device("cpu"), dtype=torch.float64, seed=0)
     run()
     assert run.last_loss is not None and run.last_loss.requires_grad is False
-    assert float(run.last_loss) == pytest.approx(float(run.loss()))
+    assert float(run.last_loss) == pytest.approx(float(run.loss().detach()))
