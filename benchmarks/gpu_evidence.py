@@ -2,27 +2,30 @@
 """GPU evidence (issue 8): one prepared device run under one time budget.
 
     PYTHONPATH=. python3 benchmarks/gpu_evidence.py --out OUT --budget-s 420 --commit SHA
-    PYTHONPATH=. python3 benchmarks/gpu_evidence.py --out /tmp/ev --device cpu --tiny   # dry run, < 1 min
+    PYTHONPATH=. python3 benchmarks/gpu_evidence.py --out /tmp/ev --device cpu --tiny   # dry run, minutes
 
-What it measures (docs/gpu-evidence.md has the reasoning and the time estimates):
+What it measures (docs/gpu-evidence.md has the reasoning and the time estimates), in this
+order (the most important first, so that a budget cut loses the least):
 
-a. correctness on the device: every implementation in the registries against its
-   oracle (tLSTM: ``eager``; sLSTM: ``loop``) in float32 and float64, outputs, final
-   state and every gradient, every configuration at L = 1 and 3; gradient accumulation
-   over two backward passes; the separability audit for 2d and 3d-cn.
-b. runtime (SPEC section 8; batch 1, T = 100): every configuration at L = 1, 2, 3, 4,
-   7, 10, at M = 100 and at the Wikipedia size (10M parameters, 205 symbols), each
-   implementation, with the kernels launched per timestep (torch profiler) beside
-   each time and a loss/gradient fingerprint compared across implementations.
-c. training at the paper's sizes: memorization (20 symbols, M = 100, batch 15) with
-   3d-cn at L = 10, addition (15 digits, M = 400) with 3d-cn at L = 7, then the sLSTM,
-   each until 100% test accuracy or a cap, through ``train()`` with its checkpoints in
-   a temporary folder (resumed chunk by chunk, so the time cap is kept).
-d. a regress baseline for this device (``baseline-<kind>.json``), figures, summary.
+d. first: the regress baseline for this device (``regress --update``'s file,
+   ``baseline-<device kind>.json``), so it is never cut.
+a. correctness on the device: every registered implementation against its oracle
+   (tLSTM: ``eager``; sLSTM: ``loop``) in float32 and float64, outputs, final state and
+   every gradient, every configuration at L = 1 and 3; gradient accumulation over two
+   backward passes; ``cuda-graph`` as a whole step (StepRun) against ``eager`` on replay,
+   in processes of its own; the separability audit for 2d and 3d-cn.
+b. runtime through ``measure_cases`` (SPEC section 8; batch 1, T = 100): one call per
+   configuration (its depths and implementations interleaved, each implementation in a
+   process of its own, a failure recorded as that implementation's), at M = 100 and at
+   the Wikipedia size (10M parameters, 205 symbols), every registered implementation,
+   with the kernels per timestep (torch profiler) and a loss/gradient fingerprint.
+c. training at the paper's sizes (memorization, addition; 3d-cn, then the sLSTM) through
+   ``train()``, resumed chunk by chunk from a checkpoint so that the time cap holds.
+e. last, its time kept back from the start: three of b's cases re-timed through
+   ``python -m tlstm_bench time`` and the ratio script / time recorded (issue 23: 10%).
 
-The work runs in one priority order (most important numbers first), so a budget cut
-loses the least important; each unit of work is started only if its estimate fits
-in what is left, and a timing group also checks before each round.
+Each unit of work is started only if its estimate fits in what is left, and a timing
+call also checks before each round.
 
 Files in --out (at most 8): records.jsonl (one JSON record a line, appended and
 flushed as it goes; every record has a ``provenance`` block), log.txt, summary.md,
@@ -46,12 +49,12 @@ RUN_START = [START_WALL]  # the supervisor's start; a worker sets it from --dead
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
+import functools  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
-import statistics  # noqa: E402
 import importlib.util  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -68,19 +71,23 @@ RECORDS, LOG, SUMMARY = "records.jsonl", "log.txt", "summary.md"
 FIGURES = {"m100": "runtime_m100.png", "wiki": "runtime_wiki.png", "training": "training.png"}
 MAX_FILES = 8
 PRIORITY_CONFIGS = ("slstm", "2d", "3d-cn", "2d-m", "2d-f", "3d", "3d-ln")  # the paper's headline ones first
+TINY_TIMED_CONFIGS = ("slstm", "2d")  # the dry run times fewer: each group starts its worker processes
 EXTRA_MODULES = ("tlstm_bench.models.triton_tlstm",)  # may register more implementations (issue 9)
 ORACLE = {"tlstm": "eager", "slstm": "loop"}
-SLSTM_TIMED = ("fused", "wavefront")
-CORE_IMPLS = ("fused", "wavefront", "fast", "cuda-graph")
-TLSTM_PREFERENCE = ("triton", "cuda-graph", "fast")  # tie-break when nothing was measured
+ORACLE_CHAIN = ("eager", "loop", "reference")  # the oracles (``reference`` checks ``eager`` in CI): not timed as rows
+CORE_TLSTM = ("fast", "cuda-graph")  # b1/b2; every other passing tLSTM implementation is "extra" (b1x/b2x)
 PAPER_SAMPLES = {"memorization": 54_000, "addition": 298_000}  # paper Table 2, 3D tLSTM+CN
 TARGET_FACTOR = 1.5  # issue 8: solved within 1.5x the paper's samples
 SAFETY = 1.25  # a unit starts only if SAFETY x its estimate fits
 EXIT_STOPPED_TERM, EXIT_STOPPED_INT, EXIT_CUDA_BROKEN, EXIT_CRASHED = 143, 130, 75, 3
-# Under Triton's interpreter (the CPU dry run) a triton check takes seconds, not milliseconds:
-# check and time it on a small subset there, enough to show the script runs it end to end.
+# Under Triton's interpreter (the CPU dry run) a triton run takes seconds, not milliseconds:
+# the dry run checks it on a small subset and does not time it (timing is the same code for
+# every implementation, and the dry run's groups already show it).
 INTERPRETED_CONFIGS = ("2d",)
 INJECTED = "wrong-test"  # --test-inject-wrong registers this deliberately wrong implementation
+FAILING = "failing-test"  # --test-inject-failing: right in part a, kills its process when timed
+RESERVED = ("d", "e")  # parts whose time is kept back from the start until they have run
+TIME_CHECK = {"config": "2d", "implementation": "fast", "size": "m100", "agree_within": 0.10}
 
 
 # ---------------------------------------------------------------------------- settings
@@ -134,12 +141,17 @@ class Settings:
     order: tuple  # the priority order of phases and training runs
     regress_settings: dict | None
     summary_reserve_s: float
+    timed_configs: tuple = PRIORITY_CONFIGS
 
 
 def make_settings(tiny: bool) -> Settings:
-    order = ("a", "b1", "c:memorization-3d-cn", "b1x", "b2", "b2x", "c:addition-3d-cn", "b3",
-             "c:memorization-slstm", "c:addition-slstm", "b4", "b5", "d")
+    # d first: the regress baseline is never cut (the first H100 run lost it to the budget);
+    # e last, with its time kept back: it compares b1's numbers with `tlstm-bench time`.
+    order = ("d", "a", "b1", "c:memorization-3d-cn", "b1x", "b2", "b2x", "c:addition-3d-cn", "b3",
+             "c:memorization-slstm", "c:addition-slstm", "b4", "b5", "e")
     if tiny:
+        # the dry run leaves out b4 (eager at the Wikipedia size: b3's code at b2's size)
+        order = tuple(step for step in order if step != "b4")
         w, r = 1, 2
         phases = (Phase("b1", "m100", "core", w, r), Phase("b1x", "m100", "extra", w, r),
                   Phase("b2", "wiki", "core", w, r), Phase("b2x", "wiki", "extra", w, r),
@@ -164,7 +176,7 @@ def make_settings(tiny: bool) -> Settings:
                         regress_settings={"configs": ["slstm", "2d"], "depths": [1, 2], "channels": 6,
                                           "seq_len": 8, "repeats": 2, "warmup": 1, "threads": 1,
                                           "min_sample_s": 0.0},
-                        summary_reserve_s=8.0)
+                        summary_reserve_s=8.0, timed_configs=TINY_TIMED_CONFIGS)
     phases = (Phase("b1", "m100", "core", 3, 7), Phase("b1x", "m100", "extra", 3, 7),
               Phase("b2", "wiki", "core", 2, 4), Phase("b2x", "wiki", "extra", 2, 4),
               Phase("b3", "m100", "eager", 2, 5), Phase("b4", "wiki", "eager", 1, 3),
@@ -517,6 +529,9 @@ class Cost:
                "cpu": {"*": 0.1}}
     RATE = {"cuda": 1.5e13, "cpu": 1e10}
     PROFILE_S = {"cuda": 0.3, "cpu": 0.1}
+    # A timing group's worker processes (one per implementation, started together): python,
+    # torch and tlstm_bench imported, a CUDA context; measure_cases starts them per call.
+    SPAWN_S = {"cuda": 8.0, "cpu": 4.0}
 
     def __init__(self, device: str):
         self.dev = device
@@ -568,10 +583,12 @@ class Cost:
             self.setup[impl] = max(self.setup.get(impl, 0.0), record["setup_s"])
 
     def group_s(self, cases, size, channels_of, seq_len, warmup, repeats) -> float:
-        total = 0.0
+        """A measure_cases call: its processes, then per case the build, a warm-up of up to twice
+        ``warmup`` runs (it goes on until steady), the rounds, the profiled run and the fingerprint."""
+        total = self.SPAWN_S[self.dev]
         for config, depth, impl in cases:
             run = self.run_s(impl, size, config, depth, channels_of(config, depth), seq_len)
-            total += self.setup_s(impl) + run * (warmup + repeats + 3) + self.PROFILE_S[self.dev]
+            total += self.setup_s(impl) + run * (2 * warmup + repeats + 3) + self.PROFILE_S[self.dev]
         return total
 
 
@@ -593,6 +610,11 @@ class State:
             if r.get("fingerprint"):
                 self.fingerprints.setdefault((r["size"], r["config"], r["depth"]), {})[r["implementation"]] = \
                     r["fingerprint"]
+
+    def add_fingerprint(self, size: str, rec: dict) -> None:
+        if rec.get("fingerprint"):
+            self.fingerprints.setdefault((size, rec["config"], rec["depth"]), {})[rec["implementation"]] = \
+                rec["fingerprint"]
 
     def add(self, record: dict) -> None:
         kind = record["kind"]
@@ -621,9 +643,11 @@ class State:
         return self.unit_status.get(uid) in ("failed", "crashed")
 
     def excluded(self) -> set[str]:
-        """Implementations not to time again: those a timing unit died in (a sticky CUDA error,
-        a segfault); the one that raised if the records name it, else every one in the unit."""
-        out = set()
+        """Implementations not to time again: those whose timing failed (measure_cases reported
+        it through on_failure: a failed capture, a dead process), and those a unit died in (a
+        segfault of the worker itself); the one that raised if the records name it, else every
+        one in the unit."""
+        out = {r["implementation"] for r in self.timing_errors}
         for uid, status in self.unit_status.items():
             if status not in ("failed", "crashed"):
                 continue
@@ -685,11 +709,6 @@ class Worker:
         self.dev = torch_device(args.device)
         if self.dev.type == "cpu":
             torch.set_num_threads(1)  # the dry run shares a small machine; timing uses 1 thread too
-        if self.dev.type == "cuda":
-            # Plain float32 everywhere (cuDNN's RNN would otherwise use TF32 while the tLSTM's
-            # matmuls do not): the comparison is between algorithms, not precisions.
-            torch.backends.cuda.matmul.allow_tf32 = False
-            torch.backends.cudnn.allow_tf32 = False
         existing = read_records(self.out / RECORDS)
         self.st = State(existing)
         self.prov = self.st.header["provenance"] if self.st.header else self.run_provenance()
@@ -699,7 +718,9 @@ class Worker:
             self.cost.learn(r, r["size"])
         self.budget = Budget(args.deadline, self.cfg.summary_reserve_s)
         self.state_file = Path(args.state_file) if args.state_file else None
-        self.a_deadline = RUN_START[0] + self.cfg.a_share * args.budget_s
+        # part a's share of the budget counts from part a's start (d runs before it); a restarted
+        # worker counts it again from its own start
+        self.a_deadline = time.time() + self.cfg.a_share * args.budget_s
         # Registries are per process: a restarted worker needs these again even when the
         # unit that first recorded them is finished.
         self.import_notes = []
@@ -710,8 +731,9 @@ class Worker:
                 importlib.import_module(name)
             except ImportError as exc:
                 self.import_notes.append(f"{name} not importable ({exc})")
-        if args.test_inject_wrong:
-            install_wrong_implementation()
+        self.prepare_fn = functools.partial(prepare_process, wrong=args.test_inject_wrong,
+                                            failing=args.test_inject_failing, seq_len=self.cfg.seq_len)
+        self.prepare_fn()  # this process runs part a and training: the same registries and settings
 
     # -- provenance ----------------------------------------------------------------------
     def run_provenance(self) -> dict:
@@ -760,8 +782,12 @@ class Worker:
         except Exception:  # noqa: BLE001 - any failure here means the context is gone
             return True
 
-    def reserve_d(self) -> float:
-        return SAFETY * self.regress_estimate()
+    def reserve(self, part: str = "") -> float:
+        """Seconds kept back for the parts in RESERVED that have not run yet (other than ``part``)."""
+        est = {"d": self.regress_estimate, "e": self.time_check_estimate}
+        done = {u.split(":")[0] for u in self.st.finished}
+        return sum(SAFETY * est[p]() for p in RESERVED
+                   if p != part and p not in done and p not in self.args.skip)
 
     def run(self) -> int:
         if not self.st.header:
@@ -777,11 +803,11 @@ class Worker:
             if uid in self.st.finished:
                 continue
             est = estimate()
-            reserve = 0.0 if part == "d" else self.reserve_d()
+            reserve = self.reserve(part)
             if not self.budget.fits(est, reserve):
                 self.emit("unit", part, unit=uid, status="skipped_budget", est_s=round(est, 2),
                           left_s=round(self.budget.left(), 1), note=f"needs ~{est * SAFETY:.0f} s + {reserve:.0f} s "
-                          f"kept for part d, {self.budget.left():.0f} s left")
+                          f"kept for parts {'/'.join(RESERVED)}, {self.budget.left():.0f} s left")
                 self.log(f"skip {uid}: estimate {est:.1f} s does not fit ({self.budget.left():.0f} s left)")
                 status = "budget"
                 continue
@@ -828,6 +854,7 @@ class Worker:
                 continue
             if step == "a":
                 yield "a:implementations", "a", lambda: 5.0 if self.dev.type == "cuda" else 1.0, self.unit_discover
+                yield "a:graph-step", "a", self.graph_step_estimate, self.unit_graph_step
                 yield from self.check_units()
                 yield "a:audit", "a", self.audit_estimate, self.unit_audit
             elif step.startswith("b"):
@@ -839,39 +866,51 @@ class Worker:
                     lambda spec=spec: self.unit_train(spec)
             elif step == "d":
                 yield "d:regress-baseline", "d", self.regress_estimate, self.unit_regress
+            elif step == "e":
+                yield "e:time-check", "e", self.time_check_estimate, self.unit_time_check
 
     # -- part a --------------------------------------------------------------------------
     def unit_discover(self) -> str:
-        from tlstm_bench.errors import UserError
-        from tlstm_bench.models import SLSTM_IMPLEMENTATIONS, TLSTM_IMPLEMENTATIONS
+        """Every registered implementation (``implementations_of``: the registries and the graphed
+        step), each probed on a tiny model here, except the graphed ones: a capture that fails
+        poisons its process, so ``cuda-graph`` is probed and checked in a process of its own
+        (unit a:graph-step)."""
+        from tlstm_bench.timing import implementations_of
+        from tlstm_bench.vocab import GRAPHED_IMPLEMENTATIONS
 
-        notes = self.import_notes
+        self.a_deadline = time.time() + self.cfg.a_share * self.args.budget_s
         self.emit("implementation", "a", impl="eager", family="tlstm", available=True, role="oracle",
                   reason="the tLSTM oracle of the timed implementations (itself tested against `reference` in CI)")
-        names = [("slstm", n) for n in SLSTM_TIMED if n in SLSTM_IMPLEMENTATIONS]
-        names += [("tlstm", n) for n in TLSTM_IMPLEMENTATIONS if n not in ("reference", "eager")]
-        torch = self.torch
+        for family in ("slstm", "tlstm"):
+            for name in implementations_of(family):
+                if name in ORACLE_CHAIN or name in GRAPHED_IMPLEMENTATIONS:
+                    continue
+                available, reason = self.probe(family, name)
+                self.emit("implementation", "a", impl=name, family=family, available=available, reason=reason)
+                self.log(f"implementation {name} ({family}): "
+                         + ("available" if available is True
+                            else f"{'BROKEN' if available else 'not available'}: {reason}"))
+        return "; ".join(self.import_notes) or None
+
+    def probe(self, family: str, name: str):
+        """(True | False | "broken", reason): a forward and backward of a tiny model with ``name``."""
+        from tlstm_bench.errors import UserError
         from tlstm_bench.models import build_model
 
-        for family, name in names:
-            try:
-                torch.manual_seed(0)
-                model = build_model("slstm" if family == "slstm" else "2d", 2, vocab=5, channels=4,
-                                    implementation=name).to(self.dev)
-                y, _ = model(torch.randint(0, 5, (1, 4)).to(self.dev))
-                y.sum().backward()
-                if self.dev.type == "cuda":
-                    torch.cuda.synchronize(self.dev)
-                available, reason = True, None
-            except UserError as exc:
-                available, reason = False, str(exc)
-            except Exception as exc:  # noqa: BLE001 - recorded; the implementation is not timed
-                available, reason = "broken", f"{type(exc).__name__}: {exc}"
-            self.emit("implementation", "a", impl=name, family=family, available=available, reason=reason)
-            self.log(f"implementation {name} ({family}): "
-                     + ("available" if available is True
-                        else f"{'BROKEN' if available else 'not available'}: {reason}"))
-        return "; ".join(notes) or None
+        torch = self.torch
+        try:
+            torch.manual_seed(0)
+            model = build_model("slstm" if family == "slstm" else "2d", 2, vocab=5, channels=4,
+                                implementation=name).to(self.dev)
+            y, _ = model(torch.randint(0, 5, (1, 4)).to(self.dev))
+            y.sum().backward()
+            if self.dev.type == "cuda":
+                torch.cuda.synchronize(self.dev)
+            return True, None
+        except UserError as exc:
+            return False, str(exc)
+        except Exception as exc:  # noqa: BLE001 - recorded; the implementation is not timed
+            return "broken", f"{type(exc).__name__}: {exc}"
 
     def check_units(self):
         cfg = self.cfg
@@ -886,10 +925,62 @@ class Worker:
             yield (f"a:check:{impl}", "a", lambda per=per, n=len(configs): per * n,
                    lambda impl=impl, configs=configs, per=per, count=count: self.unit_checks(impl, configs, per, count))
 
-    def ordered_check_impls(self) -> list[str]:
-        usable = [n for n, r in self.st.impls.items() if r["available"] is True and r.get("role") != "oracle"]
-        first = [n for n in ("fused", "wavefront", "fast", "cuda-graph") if n in usable]
+    def ordered_check_impls(self, graphed: bool = False) -> list[str]:
+        """The available implementations, the known ones first; the graphed step only if asked
+        (its checks are unit a:graph-step, not a:check)."""
+        usable = [n for n, r in self.st.impls.items() if r["available"] is True and r.get("role") != "oracle"
+                  and (graphed or not r.get("graphed"))]
+        first = [n for n in ("fused", "cudnn", "wavefront", "fast", "cuda-graph") if n in usable]
         return first + [n for n in usable if n not in first]
+
+    # -- part a: the graphed step, in processes of its own -----------------------------------
+    def graph_step_estimate(self) -> float:
+        n = len([c for c in PRIORITY_CONFIGS if c != "slstm"]) * len(self.cfg.check_depths)
+        return Cost.SPAWN_S[self.dev.type] + n * (0.8 if self.dev.type == "cuda" else 0.05)
+
+    def unit_graph_step(self) -> str | None:
+        """``cuda-graph`` vs ``eager`` as whole steps (StepRun), float64, loss and every parameter
+        gradient, on replay after new data was copied into the input buffers; every tLSTM
+        configuration at the check depths. In a spawned process: a capture that fails poisons
+        that process's CUDA context, never this one; a process that breaks is replaced (twice
+        at most) for the cases it had left."""
+        from tlstm_bench.vocab import GRAPHED_IMPLEMENTATIONS
+
+        cfg = self.cfg
+        items = [(c, d) for d in cfg.check_depths for c in PRIORITY_CONFIGS if c != "slstm"]
+        opts = dict(device=str(self.dev), channels=cfg.check_channels, vocab=cfg.check_vocab,
+                    seq_len=cfg.check_seq_len, seed=5, tolerance=cfg.tolerance["float64"])
+        for name in GRAPHED_IMPLEMENTATIONS:
+            timeout = max(30.0, self.budget.left() - self.reserve("a"))
+            results, unavailable = run_graph_checks(name, items, opts, timeout, self.prepare_fn)
+            if unavailable:
+                self.emit("implementation", "a", impl=name, family="tlstm", available=False, reason=unavailable,
+                          graphed=True)
+                self.log(f"implementation {name} (tlstm, a whole graphed step): not available: {unavailable}")
+                continue
+            broken = [r for r in results if r.get("error")]
+            available = True if len(broken) < len(results) else "broken"
+            self.emit("implementation", "a", impl=name, family="tlstm", graphed=True, available=available,
+                      reason=broken[0]["error"].splitlines()[0] if broken else None)
+            for r in results:
+                self.emit_graph_check(name, r, opts)
+            self.log(f"  {name}: {len(results)} step checks against eager (float64), "
+                     f"{sum(r.get('passed') is not True for r in results)} failed")
+        return None
+
+    def emit_graph_check(self, name: str, r: dict, opts: dict) -> dict:
+        errors = r.get("errors") or {}
+        worst = max(errors, key=errors.get) if errors else None
+        rec = self.emit("check", "a", check="equivalence", how="whole step, on replay", impl=name,
+                        reference="eager", config=r["config"], depth=r["depth"], dtype="float64",
+                        channels=opts["channels"], batch=1, seq_len=opts["seq_len"], device=self.dev.type,
+                        passed=r.get("passed", False), tolerance=opts["tolerance"],
+                        max_rel_error=errors.get(worst) if worst else None, worst=worst, errors=errors,
+                        error=r.get("error"), affects_timing=True)
+        if rec["passed"] is not True:
+            what = (r.get("error") or "").splitlines()[0] if r.get("error") else f"{worst} off by {errors[worst]:.3g}"
+            self.log(f"  FAILED {name} {r['config']} L={r['depth']} float64 (step): {what}")
+        return rec
 
     def unit_checks(self, impl: str, configs: list[str], per: float, count: int) -> str | None:
         """Equivalence with the oracle (float64 first: the tight one), then gradient accumulation."""
@@ -901,7 +992,7 @@ class Worker:
             count = len(order)
         done, failed, last = 0, 0, per
         for dtype, depth, config in order:
-            if time.time() + last * SAFETY > self.a_deadline or not self.budget.fits(last, self.reserve_d()):
+            if time.time() + last * SAFETY > self.a_deadline or not self.budget.fits(last, self.reserve()):
                 left = len(order) - done
                 self.log(f"  {impl}: {left} check(s) left unchecked (part a's share of the budget is used)")
                 return f"{left} of {count} checks not run: part a's share of the budget (budget)"
@@ -992,24 +1083,6 @@ class Worker:
             got["grad h0"], got["grad c0"] = (t.grad.detach().clone() if t.grad is not None else None for t in leaves)
         return got
 
-    def _compare(self, got: dict, ref: dict) -> dict:
-        errors = {}
-        for name, r in ref.items():
-            g = got.get(name)
-            if r is None and g is None:
-                continue
-            if r is None or g is None:
-                errors[name] = math.inf
-                continue
-            if g.shape != r.shape:
-                errors[name] = math.inf
-                continue
-            diff = float((g.double() - r.double()).norm())
-            scale = float(r.double().norm())
-            err = diff / scale if scale > 0 else diff
-            errors[name] = err if math.isfinite(err) else math.inf
-        return errors
-
     def check_one(self, impl: str, config: str, depth: int, dtype_name: str) -> dict:
         torch = self.torch
         dtype = getattr(torch, dtype_name)
@@ -1028,7 +1101,7 @@ class Worker:
             want = self._forward_backward(ref, x, target, state, weights, with_state)
             got = self._forward_backward(model, x, target, state, weights, with_state)
             tag = "given state" if with_state else "zero state"
-            errors.update({f"{name} ({tag})": e for name, e in self._compare(got, want).items()})
+            errors.update({f"{name} ({tag})": e for name, e in rel_errors(got, want).items()})
         worst = max(errors, key=errors.get)
         tol = self.cfg.tolerance[dtype_name]
         passed = all(e <= tol for e in errors.values())
@@ -1059,7 +1132,7 @@ class Worker:
                 (loss + sum((f * w).sum() for f, w in zip(final, weights))).backward()
             grads[tag] = {f"grad {n}": p.grad.detach().clone() for n, p in m.named_parameters() if p.grad is not None}
             grads[tag].update({"grad h0": leaves[0].grad.detach().clone(), "grad c0": leaves[1].grad.detach().clone()})
-        errors = self._compare(grads["impl"], grads["ref"])
+        errors = rel_errors(grads["impl"], grads["ref"])
         worst = max(errors, key=errors.get)
         tol = self.cfg.tolerance["float64"]
         passed = all(e <= tol for e in errors.values())
@@ -1090,20 +1163,21 @@ class Worker:
         if phase.select == "eager":
             return ["eager"] if family == "tlstm" else []
         usable = [n for n in st.family_impls(family) if st.status(n) != "broken" and n not in st.excluded()]
-        passed = [n for n in self.ordered_check_impls() if n in usable and st.status(n) == "passed"]
+        passed = [n for n in self.ordered_check_impls(graphed=True) if n in usable and st.status(n) == "passed"]
+        core = [n for n in passed if family == "slstm" or n in CORE_TLSTM or n in (INJECTED, FAILING)]
         if phase.select == "core":
-            return [n for n in passed if n in CORE_IMPLS]
+            return core
         if phase.select == "extra":
-            return [n for n in passed if n not in CORE_IMPLS]
+            return [n for n in passed if n not in core]
         return [n for n in usable if st.status(n) in ("failed", "unchecked")]
 
     def channels_of(self, size: str):
         return channels_of(self.cfg, size)
 
     def timing_units(self, phase: Phase):
-        for config in PRIORITY_CONFIGS:
+        for config in self.cfg.timed_configs:
             impls = self.phase_impls(phase, "slstm" if config == "slstm" else "tlstm")
-            impls = [i for i in impls if not interpreted(i) or (phase.size == "m100" and config in INTERPRETED_CONFIGS)]
+            impls = [i for i in impls if not interpreted(i)]
             if not impls:
                 continue
             cases = [(config, d, impl) for d in self.cfg.depths for impl in impls]
@@ -1113,93 +1187,96 @@ class Worker:
                                                                       self.cfg.seq_len, phase.warmup, phase.repeats),
                    lambda cases=cases, phase=phase, uid=uid: self.time_group(phase, cases, uid))
 
-    def time_group(self, phase: Phase, cases, uid: str = "") -> str | None:
-        """Time ``cases`` (one configuration, every depth, some implementations) with the SPEC
-        section 8 protocol, repeats interleaved; then profile and fingerprint each case."""
-        torch = self.torch
-        from tlstm_bench.timing.protocol import Case, _Run, _time_once, cpu_settings, runtime_record
+    def measure(self, phase: Phase, cases: list, failures: dict, stopped: list) -> list[dict]:
+        """One measure_cases call: these cases' depths and implementations interleaved, each
+        implementation in a process of its own, a failure reported as its case's, the rounds
+        stopped by the budget, profiler counts and fingerprints by ``inspect_run``."""
+        from tlstm_bench.timing import measure_cases
 
-        cfg, dev = self.cfg, self.dev
-        spec = cfg.sizes[phase.size]
-        threads = 1 if dev.type == "cpu" else None
-        note = None
-        with cpu_settings(threads) as flushed:
-            runs, setup, last = {}, {}, {}
-            for config, depth, impl in cases:
-                case = Case(config, depth, impl)
-                t0 = time.perf_counter()
+        spec = self.cfg.sizes[phase.size]
+        asked = []
+
+        def keep_going(seconds: float) -> bool:
+            asked.append(seconds)  # the first round always runs: a case needs one sample for a record
+            ok = len(asked) == 1 or self.budget.fits(seconds + self.inspect_s(cases), self.reserve(), safety=1.1)
+            if not ok:
+                stopped.append(len(asked) - 1)
+            return ok
+
+        return measure_cases(cases, channels=spec.get("channels"), budget=spec.get("budget"), vocab=self.cfg.vocab,
+                             seq_len=self.cfg.seq_len, device=str(self.dev), repeats=phase.repeats,
+                             warmup=phase.warmup, threads=1 if self.dev.type == "cpu" else None, dtype="float32",
+                             seed=0, isolate=True, on_failure=failures.__setitem__, keep_going=keep_going,
+                             prepare=self.prepare_fn, inspect=inspect_run)
+
+    def inspect_s(self, cases: list) -> float:
+        """Seconds inspect_run takes after the rounds: a profiled run and a fingerprint per case."""
+        return len(cases) * Cost.PROFILE_S[self.dev.type]
+
+    def time_group(self, phase: Phase, group: list[tuple], uid: str = "") -> str | None:
+        """Time one configuration's depths x implementations together (SPEC section 8, through
+        the one timing API); record each case's time, counts and validity, or its failure."""
+        from tlstm_bench.errors import UserError
+        from tlstm_bench.timing import Case
+
+        cases = [Case(*c) for c in group]
+        failures, stopped = {}, []
+        try:
+            records = self.measure(phase, cases, failures, stopped)
+        except UserError as exc:
+            # measure_cases raises a case's UserError (an implementation that refuses this
+            # configuration) for the whole call: time each implementation alone, so it fails alone.
+            self.log(f"  {cases[0].config}: {exc}; timing each implementation on its own")
+            records = []
+            for impl in dict.fromkeys(c.implementation for c in cases):
                 try:
-                    run = _Run(case, channels=spec.get("channels"), budget=spec.get("budget"), vocab=cfg.vocab,
-                               input_size=None, output_size=None, seq_len=cfg.seq_len, device=dev,
-                               dtype=torch.float32, seed=0)
-                    first = _time_once(run, dev, 0.0)  # includes capture / compilation
-                    last[case] = first
-                    for _ in range(phase.warmup - 1):
-                        last[case] = _time_once(run, dev, 0.0)
-                except Stop:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - recorded, the group goes on without it
-                    last.pop(case, None)
-                    self.emit("timing_error", "b", unit=uid, phase=phase.key, size=phase.size, config=config,
-                              depth=depth, implementation=impl, error=f"{type(exc).__name__}: {exc}")
-                    self.log(f"  timing {config} L={depth} {impl} failed: {type(exc).__name__}: {exc}")
-                    if self.cuda_broken():
-                        raise
-                    continue
-                runs[case] = run
-                setup[case] = max(0.0, time.perf_counter() - t0 - phase.warmup * last[case])
-            samples = {c: [] for c in runs}
-            for _ in range(phase.repeats):
-                slowest = max(last.values(), default=0.0)
-                need = 1.1 * sum(last.values()) + len(runs) * (Cost.PROFILE_S[dev.type] + 3 * slowest)
-                if not self.budget.fits(need, self.reserve_d(), safety=1.0):
-                    note = f"stopped after {len(next(iter(samples.values()), []))} of {phase.repeats} rounds (budget)"
-                    break
-                for case, run in runs.items():
-                    last[case] = _time_once(run, dev, 0.0)
-                    samples[case].append(last[case])
-            if runs and not next(iter(samples.values())):
-                return "no round fitted in the budget: nothing recorded (budget)"
-            for case, run in runs.items():
-                rec = runtime_record(case, run, samples[case], seq_len=cfg.seq_len, device=dev, dtype="float32",
-                                     threads=threads, flushed=flushed, warmup=phase.warmup,
-                                     repeats=len(samples[case]))
-                extra = self.profile_case(run, rec)
-                family = "slstm" if case.config == "slstm" else "tlstm"
-                verdict, reason = self.st.correctness(rec["implementation"], case.config)
-                agrees = self.agreement(phase.size, case, extra.get("fingerprint"))
-                valid = verdict in ("passed", "oracle")
-                reasons = [reason] if reason else []
-                bad = {k: v for k, v in agrees.items() if v is None or v > cfg.fingerprint_tolerance}
-                if bad:
-                    valid = False
-                    reasons.append("loss/gradient fingerprint at the timed size disagrees with "
-                                   + ", ".join(f"{k} ({_num(v, '.2g')})" for k, v in bad.items()))
-                rec = {**rec, **extra, "unit": uid, "phase": phase.key, "size": phase.size, "family": family,
-                       "setup_s": round(setup[case], 3), "truncated": len(samples[case]) < phase.repeats,
-                       "correctness": verdict, "valid": valid, "invalid_reason": "; ".join(reasons) or None,
-                       "agrees_with": agrees}
-                rec = self.emit("timing", "b", **rec)
-                self.cost.learn(rec, phase.size)
-            ms = ", ".join(f"L={c.depth} {c.implementation} {1000 * statistics.median(s) / cfg.seq_len:.3f}"
-                           for c, s in samples.items() if s)
-            self.log(f"  {ms}")
-            del runs
-            if dev.type == "cuda":
-                torch.cuda.empty_cache()
-        return note
+                    records += self.measure(phase, [c for c in cases if c.implementation == impl], failures, stopped)
+                except UserError as why:
+                    failures.update({c: f"UserError: {why}" for c in cases if c.implementation == impl})
+        for case, why in failures.items():
+            self.emit("timing_error", "b", unit=uid, phase=phase.key, size=phase.size, config=case.config,
+                      depth=case.depth, implementation=case.implementation, error=why.splitlines()[0],
+                      detail=why[-3000:])
+            self.log(f"  timing {case.config} L={case.depth} {case.implementation} failed (alone): "
+                     f"{why.splitlines()[0]}")
+        for rec in records:
+            self.st.add_fingerprint(phase.size, rec)
+        for rec in records:
+            rec = self.emit("timing", "b", **self.judge(phase, rec, uid))
+            self.cost.learn(rec, phase.size)
+        if records:
+            self.log("  " + ", ".join(f"L={r['depth']} {r['implementation']} {r['ms_per_step']:.3f}" for r in records))
+        if stopped:
+            return f"stopped after {stopped[0]} of {phase.repeats} rounds (budget)"
+        return None
 
-    def agreement(self, size: str, case, fingerprint) -> dict:
-        """Relative differences of this case's fingerprint from the references' at the same size."""
-        family = "slstm" if case.config == "slstm" else "tlstm"
-        refs = ("fused", "wavefront") if family == "slstm" else ("eager", "fast")
-        known = self.st.fingerprints.get((size, case.config, case.depth), {})
+    def judge(self, phase: Phase, rec: dict, uid: str) -> dict:
+        """The record with its validity: a passed correctness check of its configuration on the
+        device, and a fingerprint that agrees with the reference implementation's at this size."""
+        cfg = self.cfg
+        verdict, reason = self.st.correctness(rec["implementation"], rec["config"])
+        agrees = self.agreement(phase.size, rec)
+        reasons = [reason] if reason else []
+        bad = {k: v for k, v in agrees.items() if v is None or v > cfg.fingerprint_tolerance}
+        if bad:
+            reasons.append("loss/gradient fingerprint at the timed size disagrees with "
+                           + ", ".join(f"{k} ({_num(v, '.2g')})" for k, v in bad.items()))
+        return {**rec, "unit": uid, "phase": phase.key, "size": phase.size,
+                "family": "slstm" if rec["config"] == "slstm" else "tlstm", "correctness": verdict,
+                "valid": verdict in ("passed", "oracle") and not bad, "invalid_reason": "; ".join(reasons) or None,
+                "agrees_with": agrees}
+
+    def agreement(self, size: str, rec: dict) -> dict:
+        """Relative differences of this record's fingerprint from the references' at the same size."""
+        refs = ("fused", "wavefront") if rec["config"] == "slstm" else ("eager", "fast")
+        known = self.st.fingerprints.get((size, rec["config"], rec["depth"]), {})
         out = {}
         for ref in refs:
-            if ref == case.implementation or ref not in known:
+            if ref == rec["implementation"] or ref not in known:
                 continue
             if ref != "eager" and self.st.status(ref) != "passed":
                 continue
+            fingerprint = rec.get("fingerprint")
             if fingerprint is None:
                 out[ref] = None
                 continue
@@ -1208,74 +1285,21 @@ class Worker:
             break  # the first available reference decides
         return out
 
-    def profile_case(self, run, rec: dict) -> dict:
-        """Kernels launched per timestep over one forward + loss + backward, and a fingerprint."""
-        torch = self.torch
-        from torch.nn import functional as F
-
-        extra = {"launches_per_step": None, "launch_unit": None, "kernels_per_step": None, "cpu_ops_per_step": None,
-                 "profile_error": None}
-        seq_len = rec["seq_len"]
-
-        def once():
-            for p in run.model.parameters():
-                p.grad = None
-            y, _ = run.model(run.x)
-            loss = F.cross_entropy(y.reshape(-1, y.shape[-1]), run.target)
-            loss.backward()
-            return loss
-
-        run_s = rec["ms_per_step"] * seq_len / 1000.0
-        loss = None
-        if self.budget.fits(3 * run_s + Cost.PROFILE_S[self.dev.type], self.reserve_d(), safety=1.0):
-            try:
-                loss, counts = profile_launches(torch, self.dev, once)
-                extra.update(counts)
-                per = {k: (v / seq_len if v is not None else None) for k, v in counts.items()
-                       if k.endswith("_total")}
-                if self.dev.type == "cuda":
-                    extra.update(kernels_per_step=per["kernels_total"], launches_per_step=per["kernels_total"],
-                                 host_launches_per_step=per["host_kernel_launches_total"],
-                                 launch_unit="CUDA kernels executed per timestep (torch profiler, device activity)")
-                else:
-                    extra.update(cpu_ops_per_step=per["cpu_ops_total"], launches_per_step=per["cpu_ops_total"],
-                                 launch_unit="CPU aten ops per timestep, nested ones included (no GPU: "
-                                             "CPU operators counted instead of kernels)")
-            except Stop:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the count is context; the time stands without it
-                extra["profile_error"] = f"{type(exc).__name__}: {exc}"
-        else:
-            extra["profile_error"] = "not profiled: budget"
-        try:
-            if loss is None:
-                loss = once()
-            grads = [p.grad for p in run.model.parameters() if p.grad is not None]
-            extra["fingerprint"] = {"loss": float(loss.detach()),
-                                    "grad_norm": math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads))}
-        except Stop:
-            raise
-        except Exception as exc:  # noqa: BLE001 - no fingerprint: the agreement check says so
-            extra["fingerprint"] = None
-            extra["profile_error"] = f"fingerprint: {type(exc).__name__}: {exc}"
-            if self.cuda_broken():
-                raise
-        return extra
-
     # -- part c --------------------------------------------------------------------------
     def train_impl(self, spec: TrainSpec) -> str:
-        if spec.config == "slstm":
-            return next((n for n in SLSTM_TIMED if self.st.status(n) == "passed"), "loop")
-        usable = [n for n in self.st.family_impls("tlstm") if self.st.status(n) == "passed"
-                  and n not in self.st.excluded()]
+        """The fastest implementation that passed part a (by b1's time at the largest depth) and
+        that train() can run (a model's sequence loop, not a graphed step); else the default."""
+        from tlstm_bench.vocab import DEFAULT_IMPLEMENTATION, GRAPHED_IMPLEMENTATIONS
+
+        family = "slstm" if spec.config == "slstm" else "tlstm"
+        usable = [n for n in self.st.family_impls(family) if self.st.status(n) == "passed"
+                  and n not in self.st.excluded() and n not in GRAPHED_IMPLEMENTATIONS and n not in (INJECTED, FAILING)]
         measured = self.st.best_ms("m100", spec.config, max(self.cfg.depths))
         timed = sorted((ms, n) for n, ms in measured.items() if n in usable)
         if timed:
             return timed[0][1]
-        for name in TLSTM_PREFERENCE:
-            if name in usable:
-                return name
-        return "eager"
+        default = DEFAULT_IMPLEMENTATION[family]
+        return default if default in usable else ORACLE[family]
 
     def _task(self, spec: TrainSpec):
         from tlstm_bench.tasks import make_task
@@ -1320,13 +1344,13 @@ class Worker:
         overhead = 2.0 if self.dev.type == "cuda" else 0.5
         try:
             while True:
-                left = min(cap_s - (time.time() - t_unit), self.budget.left() - self.reserve_d())
+                left = min(cap_s - (time.time() - t_unit), self.budget.left() - self.reserve())
                 affordable = int((left / SAFETY - overhead) / max(per_sample, 1e-9))
                 chunk = min(affordable, spec.sample_cap - seen) // eval_every * eval_every
                 if chunks == 0:
                     chunk = min(chunk, eval_every)  # a short first chunk measures the throughput
                 if chunk < eval_every:
-                    stop = "time cap" if cap_s - (time.time() - t_unit) < self.budget.left() - self.reserve_d() \
+                    stop = "time cap" if cap_s - (time.time() - t_unit) < self.budget.left() - self.reserve() \
                         else "budget"
                     break
                 t0 = time.time()
@@ -1387,8 +1411,51 @@ class Worker:
     def unit_regress(self) -> str:
         info = write_regress_baseline(self.out, str(self.dev), self.cfg.regress_settings)
         self.emit("baseline", "d", **info)
-        self.log(f"  regress baseline written: {info['file']} ({', '.join(info['modes'])})")
+        self.log(f"  regress baseline written: {info['file']} ({', '.join(info['modes'])}); "
+                 f"commit it as {info['install_as']}")
         return info["file"]
+
+    # -- part e --------------------------------------------------------------------------
+    def time_check_cases(self) -> list[dict]:
+        """Up to three of b1's records (the first, middle and last depth of TIME_CHECK's row)."""
+        rows = sorted((r for r in self.st.timings if r["size"] == TIME_CHECK["size"] and r["config"] ==
+                       TIME_CHECK["config"] and r["implementation"] == TIME_CHECK["implementation"]),
+                      key=lambda r: r["depth"])
+        if not rows:
+            return []
+        picks = {0, len(rows) // 2, len(rows) - 1}
+        return [rows[i] for i in sorted(picks)]
+
+    def time_check_estimate(self) -> float:
+        rows = self.time_check_cases()
+        runs = sum(r["ms_per_step"] * r["seq_len"] / 1000.0 for r in rows) or 0.1
+        phase = next(p for p in self.cfg.phases if p.key == "b1")
+        start = 12.0 if self.dev.type == "cuda" else 6.0  # python, torch, the CLI, a CUDA context
+        return start + runs * (2 * phase.warmup + phase.repeats + 1)
+
+    def unit_time_check(self) -> str:
+        """Re-time b1's cases through ``tlstm-bench time`` (a subprocess, its own process as a
+        user's would be) and record script / time per case: the two must agree (issue 23)."""
+        rows = self.time_check_cases()
+        if not rows:
+            return "not run: b1 timed no case of the row to compare"
+        phase = next(p for p in self.cfg.phases if p.key == "b1")
+        cmd = time_command(rows, str(self.dev), phase.warmup, phase.repeats, self.cfg.vocab)
+        left = max(10.0, self.budget.left())
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=left, cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        try:
+            got = {r["depth"]: r for r in json.loads(proc.stdout)}
+        except ValueError:
+            got = {}
+        pairs = compare_with_time(rows, got, TIME_CHECK["agree_within"])
+        self.emit("time_check", "e", command=" ".join(cmd[1:]), returncode=proc.returncode,
+                  stderr=proc.stderr[-2000:], rows=pairs, agree_within=TIME_CHECK["agree_within"],
+                  agree=bool(pairs) and all(p["agrees"] for p in pairs))
+        for p in pairs:
+            self.log(f"  {p['config']} L={p['depth']} {p['implementation']}: script {_fmt_ms(p['script_ms'])} ms, "
+                     f"time {_fmt_ms(p['time_ms'])} ms, ratio script/time {_num(p['ratio'], '.3f')}")
+        return None
 
 
 def check_cost(impl: str, device: str) -> float:
@@ -1400,19 +1467,47 @@ def check_cost(impl: str, device: str) -> float:
 
 
 def regress_estimate(cost: Cost, settings: dict | None) -> float:
-    """Seconds the regress gate takes to measure its quick and full modes (part d)."""
+    """Seconds ``regress --update`` takes for its quick and full modes (part d): the counters
+    once, then UPDATE_RUNS timed runs of the fixed set (on CUDA each in worker processes)."""
     from tlstm_bench.timing.protocol import default_implementation
-    from tlstm_bench.timing.regress import MODES
+    from tlstm_bench.timing.regress import MODES, UPDATE_RUNS
 
     total = 0.0
     for mode in ("quick", "full"):
         s = {**MODES[mode], **(settings or {})}
+        one = cost.SPAWN_S[cost.dev] if cost.dev == "cuda" else 0.0
         for config in s["configs"]:
             for depth in s["depths"]:
                 impl = default_implementation(config)  # what the gate's cases run
                 run = cost.run_s(impl, "m100", config, depth, s["channels"], s["seq_len"])
-                total += 0.1 + (s["warmup"] + 1) * run + s["repeats"] * max(s["min_sample_s"], run)
+                total += 0.1 + 2 * run  # the counters: an untimed run and a counted one
+                one += 0.1 + (2 * s["warmup"] + 1) * run + s["repeats"] * max(s["min_sample_s"], run)
+        total += UPDATE_RUNS * one
     return total
+
+
+def time_command(rows: list[dict], device: str, warmup: int, repeats: int, vocab: int) -> list[str]:
+    """`python -m tlstm_bench time` for these records' cases, with the script's settings."""
+    first = rows[0]
+    cmd = [sys.executable, "-m", "tlstm_bench", "time", first["config"],
+           "--depths", ",".join(str(r["depth"]) for r in rows), "--channels", str(first["channels"]),
+           "--seq-len", str(first["seq_len"]), "--implementation", first["implementation"], "--device", device,
+           "--repeats", str(repeats), "--warmup", str(warmup), "--vocab", str(vocab), "--dtype", first["dtype"],
+           "--json", "--no-store"]
+    return cmd + (["--threads", "1"] if device == "cpu" else [])
+
+
+def compare_with_time(rows: list[dict], got: dict, within: float) -> list[dict]:
+    """One row per script record: its ms, time's ms for the same case, the ratio, and whether
+    they agree within ``within`` (relative)."""
+    out = []
+    for r in rows:
+        other = got.get(r["depth"])
+        ratio = r["ms_per_step"] / other["ms_per_step"] if other else None
+        out.append({"config": r["config"], "implementation": r["implementation"], "depth": r["depth"],
+                    "script_ms": r["ms_per_step"], "time_ms": other["ms_per_step"] if other else None,
+                    "ratio": ratio, "agrees": ratio is not None and abs(ratio - 1.0) <= within})
+    return out
 
 
 def channels_of(cfg, size: str):
@@ -1426,58 +1521,70 @@ def channels_of(cfg, size: str):
     return lambda config, depth: solve_channels(config, depth, count, cfg.vocab, cfg.vocab)
 
 
-def print_plan(device: str, tiny: bool, budget_s: float, skip=(), extra_impls: tuple = ("triton",)) -> None:
-    """The plan with the prior estimates (no measurement): what runs in which order, and when the
-    budget would cut it if every estimate held. Assumes every implementation passes part a."""
-    cfg = make_settings(tiny)
-    cost = Cost(device)
-    tlstm = ["fast", "cuda-graph", *extra_impls] if device == "cuda" else ["fast"]
-    configs = [c for c in PRIORITY_CONFIGS if c != "slstm"]
-    rows = [("start", "python, torch import, CUDA context, provenance", 10.0 if device == "cuda" else 4.0)]
-    n_checks = len(configs) * len(cfg.check_depths) * len(cfg.dtypes)
-    a = sum(check_cost(i, device) * len(cfg.check_depths) * len(cfg.dtypes) for i in SLSTM_TIMED)
-    a += sum(check_cost(i, device) * (n_checks + 2) for i in tlstm)
-    a_cap = cfg.a_share * budget_s
-    rows.append(("a", f"{len(SLSTM_TIMED) * 4 + len(tlstm) * (n_checks + 2)} checks + audit "
-                      f"(capped at {a_cap:.0f} s)", min(a_cap, a + 8 * (1.5 if device == "cuda" else 0.5))))
+def plan_rows(device: str, tiny: bool, budget_s: float, skip=()) -> list[tuple[str, str, float]]:
+    """(step, what, prior estimate s) in run order, assuming every registered implementation passes."""
+    from tlstm_bench.timing import implementations_of
 
-    for step in cfg.order:
-        if step in skip:
-            continue
-        if step.startswith("b"):
-            phase = next(p for p in cfg.phases if p.key == step)
-            if phase.select == "unverified":
-                rows.append((step, "failed / unchecked implementations (none if all pass)", 0.0))
-                continue
-            cases = []
-            for config in PRIORITY_CONFIGS:
-                slstm = config == "slstm"
-                impls = {"core": list(SLSTM_TIMED) if slstm else [i for i in tlstm if i in CORE_IMPLS],
-                         "extra": [] if slstm else [i for i in tlstm if i not in CORE_IMPLS],
-                         "eager": [] if slstm else ["eager"]}[phase.select]
-                cases += [(config, d, i) for d in cfg.depths for i in impls]
-            rows.append((step, f"{phase.size} {phase.select}: {len(cases)} cases, {phase.warmup} warm-up + "
-                               f"{phase.repeats} repeats", cost.group_s(cases, phase.size, channels_of(cfg, phase.size),
-                                                                        cfg.seq_len, phase.warmup, phase.repeats)))
+    cfg, cost = make_settings(tiny), Cost(device)
+    on = {"slstm": [n for n in implementations_of("slstm") if n not in ORACLE_CHAIN],
+          "tlstm": [n for n in implementations_of("tlstm") if n not in ORACLE_CHAIN
+                    and (device == "cuda" or n not in ("cuda-graph", "triton"))]}
+    rows = [("start", "python, torch import, CUDA context, provenance", 10.0 if device == "cuda" else 4.0)]
+    configs = [c for c in PRIORITY_CONFIGS if c != "slstm"]
+    n_checks = len(configs) * len(cfg.check_depths) * len(cfg.dtypes)
+    a = sum(check_cost(i, device) * len(cfg.check_depths) * len(cfg.dtypes) for i in on["slstm"])
+    a += sum(check_cost(i, device) * (n_checks + 2) for i in on["tlstm"])
+    a_row = ("a", f"checks of {', '.join(on['slstm'] + on['tlstm'])} + audit (capped at {cfg.a_share * budget_s:.0f} s)",
+             min(cfg.a_share * budget_s, a + 8 * (1.5 if device == "cuda" else 0.5)))
+    for step in (s for s in cfg.order if s not in skip):
+        if step == "a":
+            rows.append(a_row)
+        elif step.startswith("b"):
+            rows.append(plan_phase_row(cfg, cost, step, on))
         elif step.startswith("c:"):
             spec = next(t for t in cfg.training if t.key == step[2:])
             rows.append((step, f"{spec.config} L={spec.depth} M={spec.channels}: at most (time cap)",
                          spec.time_share * budget_s))
         elif step == "d":
             rows.append(("d", "regress baseline (quick + full modes)", regress_estimate(cost, cfg.regress_settings)))
+        elif step == "e":
+            rows.append(("e", "three of b1's cases re-timed by `tlstm-bench time`", 12.0 if device == "cuda" else 6.0))
     rows.append(("end", "summary and figures (kept back from the budget)", cfg.summary_reserve_s))
-    # part d and the summary are kept back from the start: they run whatever else is cut
-    kept = sum(SAFETY * est if step == "d" else est for step, _, est in rows if step in ("d", "end"))
-    total = 0.0
+    return rows
+
+
+def plan_phase_row(cfg, cost: Cost, step: str, on: dict) -> tuple[str, str, float]:
+    phase = next(p for p in cfg.phases if p.key == step)
+    if phase.select == "unverified":
+        return step, "failed / unchecked implementations (none if all pass)", 0.0
+    total, n = 0.0, 0
+    for config in cfg.timed_configs:
+        family = "slstm" if config == "slstm" else "tlstm"
+        core = [i for i in on[family] if family == "slstm" or i in CORE_TLSTM]
+        impls = {"core": core, "extra": [i for i in on[family] if i not in core],
+                 "eager": ["eager"] if family == "tlstm" else []}[phase.select]
+        cases = [(config, d, i) for d in cfg.depths for i in impls]
+        if cases:
+            total += cost.group_s(cases, phase.size, channels_of(cfg, phase.size), cfg.seq_len, phase.warmup,
+                                  phase.repeats)
+            n += len(cases)
+    return step, f"{phase.size} {phase.select}: {n} cases, {phase.warmup} warm-up + {phase.repeats} repeats", total
+
+
+def print_plan(device: str, tiny: bool, budget_s: float, skip=()) -> None:
+    """The plan with the prior estimates (no measurement): what runs in which order, and when the
+    budget would cut it if every estimate held."""
+    rows = plan_rows(device, tiny, budget_s, skip)
+    # the reserved parts (d runs first anyway) and the summary are kept back from the start
+    kept = sum(SAFETY * est if step in RESERVED else est for step, _, est in rows if step in (*RESERVED, "end"))
     print(f"plan for --device {device}{' --tiny' if tiny else ''} --budget-s {budget_s:.0f} (prior estimates; "
-          f"the run corrects them with what it measures; {kept:.0f} s kept back for part d and the summary)\n")
+          f"the run corrects them with what it measures; {kept:.0f} s kept back for parts "
+          f"{'/'.join(RESERVED)} and the summary)\n")
     print("| step | what | estimate s | done by s |\n|---|---|---|---|")
+    total = 0.0
     for step, what, est in rows:
-        if step in ("d", "end"):
-            print(f"| {step} | {what} | {est:.0f} | kept back |")
-            continue
         total += est
-        mark = "" if total + kept <= budget_s else " (cut: over the budget)"
+        mark = "" if total <= budget_s else " (cut: over the budget)"
         print(f"| {step} | {what} | {est:.0f} | {total:.0f}{mark} |")
 
 
@@ -1570,6 +1677,234 @@ def install_wrong_implementation() -> None:
         return h_out * 1.01, new_state
 
     TLSTM_IMPLEMENTATIONS[INJECTED] = run_wrong
+
+
+def install_failing_implementation(seq_len: int) -> None:
+    """Test hook: ``failing-test`` = ``fast``, except that a timed run (batch 1, T = the timing
+    T) kills its process, as a sticky CUDA error or a segfault would: it passes part a and
+    must then fail alone in part b."""
+    from tlstm_bench.models import TLSTM_IMPLEMENTATIONS
+    from tlstm_bench.models.fast_tlstm import run_fast
+
+    def run_failing(model, z, state):
+        if z.shape[0] == 1 and z.shape[1] == seq_len:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return run_fast(model, z, state)
+
+    TLSTM_IMPLEMENTATIONS[FAILING] = run_failing
+
+
+def prepare_process(wrong: bool = False, failing: bool = False, seq_len: int = 0) -> None:
+    """First thing in every process that builds models (the worker, measure_cases' workers, the
+    graph-step checks): the same registries and the same float32 everywhere."""
+    import importlib
+
+    import torch
+
+    for name in EXTRA_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass  # the worker records it (import_notes)
+    # Plain float32 (cuDNN's RNN would otherwise use TF32 while the tLSTM's matmuls do not):
+    # the comparison is between algorithms, not precisions.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if wrong:
+        install_wrong_implementation()
+    if failing:
+        install_failing_implementation(seq_len)
+
+
+def rel_errors(got: dict, ref: dict) -> dict:
+    """Name -> norm of the difference / norm of the reference (inf where missing or misshapen)."""
+    errors = {}
+    for name, r in ref.items():
+        g = got.get(name)
+        if r is None and g is None:
+            continue
+        if r is None or g is None or g.shape != r.shape:
+            errors[name] = math.inf
+            continue
+        diff = float((g.double() - r.double()).norm())
+        scale = float(r.double().norm())
+        err = diff / scale if scale > 0 else diff
+        errors[name] = err if math.isfinite(err) else math.inf
+    return errors
+
+
+def step_loss(run):
+    """The loss of a StepRun's last call. A graphed step keeps it in its static output buffer;
+    StepRun has no public name for it (yet), so it is read where tests/test_equivalence.py
+    reads it. Any other step is recomputed (the same input, the same parameters)."""
+    import torch
+
+    last = getattr(run, "last_loss", None)
+    if last is not None:
+        return last.detach()
+    step = getattr(run, "_step", None)
+    if run.graphed and step is not None:
+        return step.loss.detach()
+    with torch.no_grad():
+        return run.loss().detach()
+
+
+def compare_graph_step(name: str, config: str, depth: int, opts: dict) -> dict:
+    """``name`` (a graphed step) against ``eager`` as StepRuns in float64, same parameters
+    (perturbed alike), on replay: new data copied into ``x`` and ``target`` after the capture."""
+    import torch
+
+    from tlstm_bench.timing import Case, StepRun
+
+    dev = torch.device(opts["device"])
+
+    def build(impl):
+        return StepRun(Case(config, depth, impl), channels=opts["channels"], budget=None, vocab=opts["vocab"],
+                       input_size=None, output_size=None, seq_len=opts["seq_len"], device=dev,
+                       dtype=torch.float64, seed=opts["seed"])
+
+    graphed, eager = build(name), build("eager")
+    gen = torch.Generator().manual_seed(opts["seed"])
+    with torch.no_grad():  # norm gains 1 / biases 0 would hide a swapped gain and bias
+        for pg, pe in zip(graphed.model.parameters(), eager.model.parameters()):
+            delta = (torch.randn(pg.shape, generator=gen, dtype=torch.float64) * 0.1).to(dev)
+            pg.add_(delta)
+            pe.add_(delta)
+    graphed()  # the capture
+    errors = {}
+    for data in (1, 2):
+        x = torch.randint(0, opts["vocab"], tuple(graphed.x.shape), generator=gen).to(dev)
+        target = torch.randint(0, graphed.model.output_size, tuple(graphed.target.shape), generator=gen).to(dev)
+        for run in (graphed, eager):
+            run.x.copy_(x)
+            run.target.copy_(target)
+            run()
+        got = {"loss": step_loss(graphed), **{f"grad {n}": g for n, g in graphed.gradients().items()}}
+        ref = {"loss": step_loss(eager), **{f"grad {n}": g for n, g in eager.gradients().items()}}
+        errors.update({f"{k} (replay {data})": e for k, e in rel_errors(got, ref).items()})
+    return {"config": config, "depth": depth, "errors": errors,
+            "passed": all(e <= opts["tolerance"] for e in errors.values())}
+
+
+def context_broken(device: str) -> bool:
+    """Whether this process's CUDA context is unusable (a sticky error); never on a CPU."""
+    import torch
+
+    if not device.startswith("cuda"):
+        return False
+    try:
+        torch.ones(4, device=device).add_(1).sum().item()
+        torch.cuda.synchronize()
+        return False
+    except Exception:  # noqa: BLE001 - any failure here means the context is gone
+        return True
+
+
+def graph_check_process(conn, name: str, items: list, opts: dict, prepare) -> None:
+    """A spawned process: ``compare_graph_step`` for each (config, depth), each result sent as
+    it is measured; it stops at a UserError (not available) or a broken CUDA context."""
+    try:
+        prepare()
+        from tlstm_bench.errors import UserError
+
+        for config, depth in items:
+            conn.send(("start", (config, depth)))
+            try:
+                result = compare_graph_step(name, config, depth, opts)
+            except UserError as exc:
+                conn.send(("unavailable", str(exc)))
+                return
+            except Exception as exc:  # noqa: BLE001 - this case failed; the parent records it
+                result = {"config": config, "depth": depth, "passed": False,
+                          "error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"}
+            conn.send(("result", result))
+            if result.get("error") and context_broken(opts["device"]):
+                return  # the parent starts a fresh process for the cases left
+        conn.send(("done", None))
+    finally:
+        conn.close()
+
+
+def run_graph_checks(name: str, items: list, opts: dict, timeout: float, prepare, tries: int = 3):
+    """(results, None) or ([], why not available): ``graph_check_process`` in spawned processes,
+    a new one for the cases left whenever one breaks (``tries`` processes at most)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold a CUDA context
+    deadline, results, left = time.time() + timeout, [], list(items)
+    for _ in range(tries):
+        if not left:
+            break
+        conn, child = ctx.Pipe()
+        proc = ctx.Process(target=graph_check_process, args=(child, name, left, opts, prepare), daemon=True)
+        proc.start()
+        child.close()
+        current, status = None, "died"
+        try:
+            while conn.poll(max(0.0, deadline - time.time())):
+                kind, payload = conn.recv()
+                if kind == "start":
+                    current = payload
+                elif kind == "result":
+                    results.append(payload)
+                    left.remove((payload["config"], payload["depth"]))
+                    current = None
+                elif kind == "unavailable":
+                    return [], payload
+                else:
+                    status = "done"
+                    break
+            else:
+                status = "timeout"
+        except (EOFError, OSError):
+            pass  # the process died: its case fails, the rest go to a new process
+        proc.join(5 if status != "timeout" else 0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+        conn.close()
+        if status == "timeout":
+            break
+        if current is not None:
+            why = f"the process died (exit code {proc.exitcode}) while checking this case"
+            results.append({"config": current[0], "depth": current[1], "passed": False, "error": why})
+            left.remove(current)
+    results += [{"config": c, "depth": d, "passed": False, "error": "not checked: the checking processes broke "
+                 "or ran out of time"} for c, d in left]
+    return results, None
+
+
+def inspect_run(run, rec: dict) -> dict:
+    """measure_cases' ``inspect``, in the process that holds the run, after its rounds: one more
+    step under the torch profiler (CUDA kernels executed, or CPU aten ops, per timestep) and a
+    fingerprint of that step (loss, gradient norm). Never raises: a failure here would fail
+    the whole group's records, and the time stands without the count."""
+    import torch
+
+    dev, seq_len = run.x.device, rec["seq_len"]
+    extra = {"launches_per_step": None, "launch_unit": None, "kernels_per_step": None, "cpu_ops_per_step": None,
+             "host_launches_per_step": None, "profile_error": None, "fingerprint": None}
+    try:
+        _, counts = profile_launches(torch, dev, run)
+        extra.update(counts)
+        per = {k: (v / seq_len if v is not None else None) for k, v in counts.items() if k.endswith("_total")}
+        if dev.type == "cuda":
+            extra.update(kernels_per_step=per["kernels_total"], launches_per_step=per["kernels_total"],
+                         host_launches_per_step=per["host_kernel_launches_total"],
+                         launch_unit="CUDA kernels executed per timestep (torch profiler, device activity)")
+        else:
+            extra.update(cpu_ops_per_step=per["cpu_ops_total"], launches_per_step=per["cpu_ops_total"],
+                         launch_unit="CPU aten ops per timestep, nested ones included (no GPU: "
+                                     "CPU operators counted instead of kernels)")
+    except Exception as exc:  # noqa: BLE001 - the count is context; the time stands without it
+        extra["profile_error"] = f"{type(exc).__name__}: {exc}"
+    try:
+        grads = [g for g in run.gradients().values() if g is not None]
+        extra["fingerprint"] = {"loss": float(step_loss(run)),
+                                "grad_norm": math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads))}
+    except Exception as exc:  # noqa: BLE001 - no fingerprint: the agreement check says so
+        extra["profile_error"] = f"fingerprint: {type(exc).__name__}: {exc}"
+    return extra
 
 
 def worker_main(args) -> int:
@@ -1753,6 +2088,13 @@ def summary_markdown(records: list[dict], status: str) -> str:
                 f"`{b['file']}` ({b['device_kind']}; modes {', '.join(b['modes'])}): copy it to "
                 f"`{b['install_as']}` to gate `tlstm-bench regress --device "
                 f"{'cpu' if b['device_kind'] == 'cpu' else 'cuda'}`.", ""]
+    out += time_check_section(records)
+    failed = _latest(records, "timing_error")
+    if failed:
+        out += ["## Timing failures (each contained to its implementation)", ""] + [
+            f"- {r['size']} `{r['config']}` L={r['depth']} {r['implementation']}: {r['error']}" for r in failed[:20]]
+        out += ([f"- ... and {len(failed) - 20} more (records.jsonl, kind 'timing_error')"] if len(failed) > 20
+                else []) + [""]
     if invalid:
         out += ["## Invalidated at the end of the run", ""] + [
             f"- {k[0]} `{k[1]}` L={k[2]} {k[3]}: {v}" for k, v in invalid.items()] + [""]
@@ -1766,6 +2108,25 @@ def summary_markdown(records: list[dict], status: str) -> str:
     if partial:
         out += ["Units cut short by the budget: " + "; ".join(f"{u['unit']} ({u['note']})" for u in partial), ""]
     return "\n".join(out)
+
+
+def time_check_section(records: list[dict]) -> list[str]:
+    """Part e: the script's times against `tlstm-bench time`'s for the same cases (issue 23: 10%)."""
+    checks = _latest(records, "time_check")
+    if not checks:
+        return []
+    c = checks[-1]
+    within = c["agree_within"]
+    out = ["## e. The script against `tlstm-bench time`", "",
+           f"`{c['command']}` (exit status {c['returncode']}), run after the rest on the same machine. "
+           f"Agreement within {within:.0%}: **{'yes' if c['agree'] else 'NO'}**.", "",
+           "| config | implementation | L | script ms | time ms | script / time |", "|---|---|---|---|---|---|"]
+    for r in c["rows"]:
+        out.append(f"| `{r['config']}` | {r['implementation']} | {r['depth']} | {_fmt_ms(r['script_ms'])} | "
+                   f"{_fmt_ms(r['time_ms'])} | {_num(r['ratio'], '.3f')} |")
+    if not c["rows"] or any(r["time_ms"] is None for r in c["rows"]):
+        out.append(f"\n`time` gave no record for some case; its stderr ends: `{c['stderr'][-300:]}`")
+    return out + [""]
 
 
 def targets_section(timings: list[dict], invalid: dict, records: list[dict]) -> list[str]:
@@ -1800,13 +2161,14 @@ def targets_section(timings: list[dict], invalid: dict, records: list[dict]) -> 
             ratio = r_hi["ms_per_step"] / r_lo["ms_per_step"]
             out.append(f"- `{config}` t(L={hi})/t(L={lo}) <= 1.25 ({impl}): {'met' if ratio <= 1.25 else 'NOT met'} "
                        f"({ratio:.2f}; {_why(r_lo)} at L={lo}, {_why(r_hi)} at L={hi})")
-        expect = {"fused": "layer by layer: expected to grow about linearly in L",
-                  "wavefront": "T+L-1 sequential steps, each a batched cell call"}
-        for impl in SLSTM_TIMED:
+        expect = {"fused": " (layer by layer: expected to grow about linearly in L)",
+                  "cudnn": " (one multi-layer cuDNN call)",
+                  "wavefront": " (T+L-1 sequential steps, each a batched cell call)"}
+        for impl in sorted({r["implementation"] for r in m100 if r["config"] == "slstm"}):
             rs = {r["depth"]: r for r in m100 if r["config"] == "slstm" and r["implementation"] == impl}
             if lo in rs and hi in rs:
                 growth = rs[hi]["ms_per_step"] / rs[lo]["ms_per_step"]
-                out.append(f"- sLSTM `{impl}` t(L={hi})/t(L={lo}) = {growth:.2f} ({expect[impl]}); "
+                out.append(f"- sLSTM `{impl}` t(L={hi})/t(L={lo}) = {growth:.2f}{expect.get(impl, '')}; "
                            f"{_why(rs[lo])} at L={lo}, {_why(rs[hi])} at L={hi}")
         two_d = [r for r in m100 if r["config"] == "2d" and r["depth"] == hi]
         if two_d:
@@ -1952,9 +2314,10 @@ def parse_args(argv=None):
     ap.add_argument("--print-code-hash", action="store_true", help="print the code hash recorded in runs and exit")
     ap.add_argument("--plan", action="store_true", help="print the plan with its prior time estimates and exit")
     ap.add_argument("--skip", default="", help="comma-separated steps to leave out (a second run after a cut "
-                    "one): b1, b1x, b2, b2x, b3, b4, b5, c:<run>, d; part a cannot be skipped: a run's timings "
+                    "one): b1, b1x, b2, b2x, b3, b4, b5, c:<run>, d, e; part a cannot be skipped: a run's timings "
                     "are valid only with its own correctness checks")
     ap.add_argument("--test-inject-wrong", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--test-inject-failing", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--test-crash-unit", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--test-stop-after-units", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
