@@ -14,7 +14,7 @@ subprocesses, as on the device) and each test checks one of them:
 
 from __future__ import annotations
 
-import functools
+import ast
 import importlib.util
 import json
 import math
@@ -29,6 +29,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the evidence package lives in benchmarks/, outside the installed package
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.evidence import correctness, plan, timing  # noqa: E402
+
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
 SCRIPT = ROOT / "benchmarks" / "gpu_evidence.py"
 TIMEOUT = 600  # generous: the machine running the tests may be shared (each run starts ~12 processes)
@@ -101,15 +106,6 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-@functools.lru_cache(maxsize=1)
-def _module():
-    spec = importlib.util.spec_from_file_location("gpu_evidence", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("gpu_evidence", module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def _well_formed(out: Path) -> list[dict]:
     files = sorted(p.name for p in out.iterdir())
     assert len(files) <= 8, files
@@ -139,6 +135,8 @@ def test_full_dry_run_has_every_part_and_marks_the_wrong_implementation_invalid(
         assert key in header["provenance"], key
     assert header["provenance"]["driver_version"] == "unknown"  # no nvidia-smi here: said, not guessed
     assert header["provenance"]["argv"][:2] == ["--out", str(out)]
+    prov = header["provenance"]
+    assert prov["allow_tf32_matmul"] is False and prov["allow_tf32_cudnn"] is False  # as every process measures
 
     # a: every implementation in the registry is accounted for; cuda-graph cannot run on a CPU
     impls = {r["impl"]: r for r in by_kind["implementation"]}
@@ -295,16 +293,15 @@ def test_without_a_gpu_device_cuda_is_one_clean_error(runs):
 
 
 def test_device_events_are_counted_by_kind():
-    ev = _module()
     rows = [("void gemv_kernel<float>(...)", "cuda", None), ("Memcpy HtoD (Pageable -> Device)", "cuda", None),
             ("Memset (Device)", "cuda", None), ("elementwise_kernel", "cuda", "kernel"),
             ("cudaLaunchKernel", "cpu", "cuda_runtime"), ("cuLaunchKernel", "cpu", "cuda_driver"),
             ("cudaGraphLaunch", "cpu", "cuda_runtime"), ("cudaStreamSynchronize", "cpu", "cuda_runtime"),
             ("aten::mm", "cpu", "cpu_op")]
-    assert ev.count_device_events(rows) == {"kernels_total": 2, "memops_total": 2,
+    assert timing.count_device_events(rows) == {"kernels_total": 2, "memops_total": 2,
                                             "host_kernel_launches_total": 2, "graph_launches": 1}
     # a profiler that recorded no API calls: the host counts are unknown, not zero
-    assert ev.count_device_events(rows[:4])["host_kernel_launches_total"] is None
+    assert timing.count_device_events(rows[:4])["host_kernel_launches_total"] is None
 
 
 def _check(impl, config, passed, **extra):
@@ -314,9 +311,8 @@ def _check(impl, config, passed, **extra):
 
 
 def test_a_timing_is_valid_only_with_a_passed_check_of_its_configuration():
-    ev = _module()
     impl = {"kind": "implementation", "family": "tlstm", "available": True}
-    st = ev.State([{**impl, "impl": "fast"}, {**impl, "impl": "bad"}, {**impl, "impl": "partial"},
+    st = plan.State([{**impl, "impl": "fast"}, {**impl, "impl": "bad"}, {**impl, "impl": "partial"},
                    _check("fast", "2d", True), _check("bad", "2d", True), _check("bad", "3d", False),
                    _check("partial", "2d", True), _check("partial", "3d", None, unsupported="no 3D")])
     assert st.correctness("fast", "2d") == ("passed", None)
@@ -330,10 +326,9 @@ def test_a_timing_is_valid_only_with_a_passed_check_of_its_configuration():
 
 
 def test_an_implementation_a_unit_died_in_is_not_used_again():
-    ev = _module()
     impl = {"kind": "implementation", "family": "tlstm", "available": True}
     unit = {"kind": "unit", "part": "b"}
-    st = ev.State([{**impl, "impl": "fast"}, {**impl, "impl": "cuda-graph"}, {**impl, "impl": "triton"},
+    st = plan.State([{**impl, "impl": "fast"}, {**impl, "impl": "cuda-graph"}, {**impl, "impl": "triton"},
                    _check("fast", "2d", True), _check("cuda-graph", "2d", True), _check("triton", "2d", True),
                    {**unit, "unit": "b1:m100:2d:fast+cuda-graph", "status": "done"},
                    {**unit, "unit": "b1x:m100:2d:triton", "status": "crashed"},  # a segfault: no record names it
@@ -346,8 +341,7 @@ def test_an_implementation_a_unit_died_in_is_not_used_again():
 
 
 def test_budget_starts_only_what_fits():
-    ev = _module()
-    budget = ev.Budget(deadline=time.time() + 100, tail=10)
+    budget = plan.Budget(deadline=time.time() + 100, tail=10)
     assert 89 < budget.left() <= 90
     assert budget.fits(60) and not budget.fits(80)  # 80 s x the safety factor is over 90
     assert not budget.fits(60, reserve_s=20)
@@ -355,14 +349,13 @@ def test_budget_starts_only_what_fits():
 
 
 def test_the_time_check_compares_each_case_with_times_record():
-    ev = _module()
     rows = [{"config": "2d", "implementation": "fast", "depth": d, "ms_per_step": ms, "channels": 100,
              "seq_len": 100, "dtype": "float32"} for d, ms in ((1, 0.30), (4, 0.33), (10, 0.40))]
     got = {1: {"ms_per_step": 0.30}, 4: {"ms_per_step": 0.30}}  # L=10: time gave no record
-    pairs = ev.compare_with_time(rows, got, 0.10)
+    pairs = timing.compare_with_time(rows, got, 0.10)
     assert [p["agrees"] for p in pairs] == [True, False, False]
     assert pairs[1]["ratio"] == pytest.approx(1.1) and pairs[2]["ratio"] is None
-    cmd = ev.time_command(rows, "cuda", 3, 7, 205)
+    cmd = timing.time_command(rows, "cuda", 3, 7, 205)
     assert cmd[1:5] == ["-m", "tlstm_bench", "time", "2d"]
     for flag, value in (("--depths", "1,4,10"), ("--channels", "100"), ("--seq-len", "100"), ("--repeats", "7"),
                         ("--warmup", "3"), ("--implementation", "fast"), ("--vocab", "205"), ("--device", "cuda")):
@@ -371,9 +364,8 @@ def test_the_time_check_compares_each_case_with_times_record():
 
 
 def test_a_timing_failure_excludes_its_implementation_from_later_groups():
-    ev = _module()
     impl = {"kind": "implementation", "family": "tlstm", "available": True}
-    st = ev.State([{**impl, "impl": "fast"}, {**impl, "impl": "cuda-graph"}, _check("fast", "2d", True),
+    st = plan.State([{**impl, "impl": "fast"}, {**impl, "impl": "cuda-graph"}, _check("fast", "2d", True),
                    _check("cuda-graph", "2d", True)])
     assert st.excluded() == set()
     st.add({"kind": "timing_error", "unit": "b1:m100:2d:fast+cuda-graph", "implementation": "cuda-graph"})
@@ -386,14 +378,40 @@ def test_the_step_check_compares_the_loss_and_every_gradient_on_replay():
     the deliberately wrong implementation does not."""
     from tlstm_bench.models import TLSTM_IMPLEMENTATIONS
 
-    ev = _module()
     opts = dict(device="cpu", channels=6, vocab=7, seq_len=5, seed=5, tolerance=1e-9)
-    right = ev.compare_graph_step("fast", "3d-cn", 3, opts)
+    right = correctness.compare_graph_step("fast", "3d-cn", 3, opts)
     assert right["passed"] and right["errors"]["loss (replay 2)"] <= 1e-12
     assert {k for k in right["errors"] if k.startswith("grad ")} >= {"grad w_y (replay 1)", "grad b_x (replay 2)"}
-    ev.install_wrong_implementation()
+    correctness.install_wrong_implementation()
     try:
-        wrong = ev.compare_graph_step("wrong-test", "2d", 1, opts)
+        wrong = correctness.compare_graph_step("wrong-test", "2d", 1, opts)
     finally:
         TLSTM_IMPLEMENTATIONS.pop("wrong-test")  # the registry is shared with every other test
     assert not wrong["passed"] and wrong["errors"]["loss (replay 1)"] > 1e-6
+
+
+def test_the_evidence_package_keeps_its_functions_short():
+    """Issue 23: a package whose functions are each under 60 lines (the script was 2,000 lines
+    in one file with functions of up to 108)."""
+    long = []
+    for path in sorted((ROOT / "benchmarks" / "evidence").glob("*.py")) + [SCRIPT]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                long.append(f"{path.name}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not long, long
+
+
+def test_the_graph_step_checks_run_in_processes_of_their_own_and_a_dying_one_fails_alone():
+    """run_graph_checks as part a runs it for cuda-graph, here with CPU steps: right results come
+    back from a spawned process; a process that dies (the failing implementation kills it, as
+    a poisoned CUDA context would end it) fails its case, and a new process checks the rest."""
+    import functools
+
+    opts = dict(device="cpu", channels=4, vocab=5, seq_len=4, seed=5, tolerance=1e-9)
+    items = [("2d", 1), ("3d", 1)]
+    results, unavailable = correctness.run_graph_checks("fast", items, opts, 240, correctness.prepare_process)
+    assert unavailable is None and [r["passed"] for r in results] == [True, True]
+    dying = functools.partial(correctness.prepare_process, failing=True, seq_len=4)
+    results, _ = correctness.run_graph_checks("failing-test", items, opts, 240, dying)
+    assert [(r["config"], r["passed"]) for r in results] == [("2d", False), ("3d", False)]
+    assert all("died" in r["error"] for r in results)  # one process each: the second was not left unchecked
