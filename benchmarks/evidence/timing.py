@@ -189,7 +189,7 @@ class TimingPart:
         except ValueError:
             got = {}
         pairs = compare_with_time(rows, got, TIME_CHECK["agree_within"])
-        self.emit("time_check", "e", command=" ".join(cmd[1:]), returncode=proc.returncode,
+        self.emit("time_check", "e", command="python " + " ".join(cmd[1:]), returncode=proc.returncode,
                   stderr=proc.stderr[-2000:], rows=pairs, agree_within=TIME_CHECK["agree_within"],
                   agree=bool(pairs) and all(p["agrees"] for p in pairs))
         for p in pairs:
