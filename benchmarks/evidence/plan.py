@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from .common import CORE_TLSTM, INJECTED, ORACLE, ORACLE_CHAIN, PRIORITY_CONFIGS, RESERVED, SAFETY, _num
+from .common import CORE_TLSTM, FAILING, INJECTED, ORACLE, ORACLE_CHAIN, PRIORITY_CONFIGS, RESERVED, SAFETY, _num
 from .settings import make_settings
 
 
@@ -27,10 +27,11 @@ class Cost:
     (implementation, size) is the largest ratio measured / predicted seen so far.
     """
 
-    STEP_S = {"cuda": {"eager": 1e-3, "fast": 3e-4, "cuda-graph": 1.5e-4, "fused": 4e-5, "wavefront": 1e-3,
-                       "*": 3e-4},
+    STEP_S = {"cuda": {"eager": 1e-3, "fast": 3e-4, "cuda-graph": 1.5e-4, "fused": 4e-5, "cudnn": 4e-5,
+                       "wavefront": 1e-3, "*": 3e-4},
               "cpu": {"eager": 1.5e-3, "fast": 2.5e-4, "fused": 5e-5, "wavefront": 8e-4, "*": 1e-3}}
-    SETUP_S = {"cuda": {"cuda-graph": 0.6, "fast": 0.1, "eager": 0.05, "fused": 0.1, "wavefront": 0.05, "*": 3.0},
+    SETUP_S = {"cuda": {"cuda-graph": 0.6, "fast": 0.1, "eager": 0.05, "fused": 0.1, "cudnn": 0.1, "wavefront": 0.05,
+                        "*": 3.0},
                "cpu": {"*": 0.1}}
     RATE = {"cuda": 1.5e13, "cpu": 1e10}
     PROFILE_S = {"cuda": 0.3, "cpu": 0.1}
@@ -60,7 +61,7 @@ class Cost:
         return 3 * 2 * n * kd * m * (4 * m + (kd if arch.memory_conv else 0))
 
     def steps(self, impl: str, config: str, depth: int, seq_len: int) -> int:
-        return seq_len * depth if (config == "slstm" and impl == "fused") else seq_len + depth - 1
+        return seq_len * depth if (config == "slstm" and impl in ("fused", "cudnn")) else seq_len + depth - 1
 
     def run_s(self, impl, size, config, depth, channels, seq_len, batch: int = 1, scaled: bool = True) -> float:
         base = self.steps(impl, config, depth, seq_len) * (
@@ -201,7 +202,8 @@ def check_cost(impl: str, device: str) -> float:
     compilation for implementations that have one): a prior, for the plan."""
     if device != "cuda":
         return 0.1
-    return {"fast": 0.15, "fused": 0.15, "wavefront": 0.15, INJECTED: 0.15, "cuda-graph": 0.8}.get(impl, 2.0)
+    return {"fast": 0.15, "fused": 0.15, "cudnn": 0.15, "wavefront": 0.15, INJECTED: 0.15, FAILING: 0.15,
+            "cuda-graph": 0.8}.get(impl, 2.0)
 
 def regress_estimate(cost: Cost, settings: dict | None) -> float:
     """Seconds ``regress --update`` takes for its quick and full modes (part d): the counters
@@ -245,8 +247,9 @@ def plan_rows(device: str, tiny: bool, budget_s: float, skip=()) -> list[tuple[s
     n_checks = len(configs) * len(cfg.check_depths) * len(cfg.dtypes)
     a = sum(check_cost(i, device) * len(cfg.check_depths) * len(cfg.dtypes) for i in on["slstm"])
     a += sum(check_cost(i, device) * (n_checks + 2) for i in on["tlstm"])
-    a_row = ("a", f"checks of {', '.join(on['slstm'] + on['tlstm'])} + audit (capped at {cfg.a_share * budget_s:.0f} s)",
-             min(cfg.a_share * budget_s, a + 8 * (1.5 if device == "cuda" else 0.5)))
+    a_cap = cfg.a_share * budget_s
+    a_row = ("a", f"checks of {', '.join(on['slstm'] + on['tlstm'])} + audit (capped at {a_cap:.0f} s)",
+             min(a_cap, a + 8 * (1.5 if device == "cuda" else 0.5)))
     for step in (s for s in cfg.order if s not in skip):
         if step == "a":
             rows.append(a_row)

@@ -131,7 +131,8 @@ def failed_checks(checks: list[dict]) -> list[str]:
     failed = [c for c in checks if c["passed"] is False]
     for c in failed[:12]:
         error = c.get("error") or ""
-        what = (error.strip().splitlines() or [""])[0] or f"{c['worst']} off by {_num(c['max_rel_error'], '.3g', 'inf/NaN')}"
+        what = ((error.strip().splitlines() or [""])[0]
+                or f"{c['worst']} off by {_num(c['max_rel_error'], '.3g', 'inf/NaN')}")
         out.append(f"- FAILED: `{c['impl']}` {c['check']} {c['config']} L={c['depth']} {c['dtype']}: {what}"
                    + ("" if c.get("affects_timing") else " (does not affect the timings)"))
     if len(failed) > 12:
