@@ -25,6 +25,7 @@ from matplotlib.ticker import FixedLocator
 
 from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL, UNKNOWN_CAUSAL, WITHIN_SPREAD, spread_overlaps
+from ..vocab import ANCHOR_NAMES
 from .grid import cell_status
 
 # The seven configurations keep one colour and marker in every figure (SPEC section 6 order).
@@ -353,7 +354,8 @@ def _style(config: str) -> tuple[str, str]:
 
 def _line(ax, lines: _Lines, config, implementation, x, y, err, *, style="-") -> None:
     colour, marker = _style(config)
-    label = config + lines.mark(config) + (f" ({implementation})" if implementation else "")
+    anchor = " (not in the paper)" if config in ANCHOR_NAMES else ""  # the untied stacked LSTM
+    label = config + lines.mark(config) + anchor + (f" ({implementation})" if implementation else "")
     order = np.argsort(x)
     x, y = x[order], y[order]
     noncausal = np.array([lines.causal.get((config, int(d))) is False for d in x], dtype=bool)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL, NOT_CAUSAL_NOTE, UNKNOWN_CAUSAL, UNKNOWN_CAUSAL_NOTE, config_mark
-from ..vocab import PAPER_NAMES
+from ..vocab import ANCHOR_NAMES, PAPER_NAMES
 from .figures import accuracy_scale, causal_cells, device_line
 from .paper import PAPER_SETTINGS, PAPER_TABLES
 
@@ -27,6 +27,11 @@ MNIST_TASKS = ("mnist",)
 PMNIST_TASKS = ("pmnist",)
 # The shipped sweep of a task, where its name is not the task's (the notes say which to run).
 SWEEP_OF_TASK = {"enwik8": "wiki"}
+
+
+def _name(config: str) -> str:
+    """The paper's name of a configuration; an anchor's says it is not one of the paper's."""
+    return PAPER_NAMES.get(config) or ANCHOR_NAMES.get(config) or config
 
 
 def write_tables(frame: pd.DataFrame, out: Path) -> Path:
@@ -53,7 +58,7 @@ def table1(train: pd.DataFrame) -> str:
     rows = [[name, "paper", bpc, params] for name, bpc, params in spec["rows"]]
     ours = _best(train, WIKI_TASKS, lower_is_better=True)
     for (sweep, config), cell in ours.items():
-        label = f"{PAPER_NAMES.get(config, config)} (M={cell['channels']})"
+        label = f"{_name(config)} (M={cell['channels']})"
         rows.append([label, f"ours ({sweep})", cell["value"], cell["params"]])
     return _section(spec, ["model", "source", *spec["columns"]], rows, train, [WIKI_TASKS], _marks(ours))
 
@@ -69,7 +74,7 @@ def table2(train: pd.DataFrame) -> str:
         for best in (addition, memorization):
             cell = best.get(key)
             cells += [cell["value"], cell["samples"]] if cell else ["-", "-"]
-        rows.append([PAPER_NAMES.get(config, config), f"ours ({sweep})", *cells])
+        rows.append([_name(config), f"ours ({sweep})", *cells])
     return _section(spec, ["model", "source", *spec["columns"]], rows, train, [ADDITION_TASKS, MEMORIZATION_TASKS],
                     _marks(addition, memorization))
 
@@ -82,7 +87,7 @@ def table3(train: pd.DataFrame) -> str:
     for key in sorted(set(mnist) | set(pmnist), key=lambda k: (k[0], config_order(k[1]))):
         sweep, config = key
         cells = [b[key]["value"].replace("%", "") if key in b else "-" for b in (mnist, pmnist)]
-        rows.append([PAPER_NAMES.get(config, config), f"ours ({sweep})", *cells])
+        rows.append([_name(config), f"ours ({sweep})", *cells])
     return _section(spec, ["model", "source", *spec["columns"]], rows, train, [MNIST_TASKS, PMNIST_TASKS],
                     _marks(mnist, pmnist))
 
