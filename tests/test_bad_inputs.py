@@ -155,6 +155,10 @@ CASES = [
     ("spec-timeout-1e308", ["sweep", "{spec}"], "timeout_s", None),
     ("spec-knob-twice", ["sweep", "{spec}", "--dry-run"], "gives the knob 'dims' twice", None),
     ("train-knob-twice", ["train", "tlstm:dims=2,dims=3", *TRAIN[2:]], "gives the knob 'dims' twice", None),
+    ("info-knob-twice", ["info", "2d:norm=cn,norm=ln", "--channels", "4"], "gives the knob 'norm' twice", None),
+    ("time-knob-twice", ["time", "tlstm:dims=2,dims=3", "--channels", "4"], "gives the knob 'dims' twice", None),
+    ("audit-knob-twice", ["audit", "tlstm:kernel=3,kernel=5"], "gives the knob 'kernel' twice", None),
+    ("budget-knob-twice", ["budget", "3d:window=appendix,window=aligned"], "gives the knob 'window' twice", None),
     # ---- python -m tlstm_bench: the same command line in a fresh process ------------------------
     ("module-info-dims", ["info", "tlstm:dims=10000", "--vocab", "5", "--channels", "4"], "kernel entries", SUB),
     ("module-unknown-command", ["bogus"], "No such command", SUB),

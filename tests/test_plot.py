@@ -243,3 +243,20 @@ def test_runtime_within_the_spread_is_named_on_the_figure(tmp_path):
     assert runtime_overlaps(read_frame("s", root=root)) == ["2d L=1-3"]
     figures = plot_results(["s"], out=tmp_path / "figures", root=root).figures
     assert figures[0].within_spread == ["2d L=1-3"]
+
+
+def test_figures_and_tables_planted_as_links_are_replaced_not_written_through(store, tmp_path):
+    """Issue 21: a figure or table file that is a link to a file outside the results folder was
+    overwritten through the link. Now each is written fresh and renamed into place."""
+    out = tmp_path / "f"
+    out.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    names = ["synth-runtime.png", "synth-runtime.pdf", "tables.md"]
+    for name in names:
+        (out / name).symlink_to(outside)
+    report = plot_results(None, out=out, root=store)
+    assert outside.read_text() == "precious"
+    for name in names:
+        assert not (out / name).is_symlink() and (out / name).stat().st_size > 0
+    assert report.tables == out / "tables.md"

@@ -139,3 +139,14 @@ def disk_problem(exc: OSError) -> str | None:
     folder = target if target is not None and target.is_dir() else target.parent if target is not None else None
     where = f"cannot write in {folder}" if folder is not None else "cannot write"
     return f"{where} ({exc.strerror or os.strerror(exc.errno)})"
+
+
+def save_figure(fig, stem: "str | Path", *, dpi: int = 150) -> list[Path]:
+    """``fig`` (a matplotlib Figure) as ``<stem>.png`` and ``<stem>.pdf``, each written fresh by
+    :func:`atomic_write` (a link in its place is replaced, never written through) and without
+    dates in them, so the same records give the same files."""
+    png, pdf = Path(f"{stem}.png"), Path(f"{stem}.pdf")
+    atomic_write(png, lambda fh: fig.savefig(fh, format="png", dpi=dpi, metadata={"Software": None}), binary=True)
+    atomic_write(pdf, lambda fh: fig.savefig(fh, format="pdf", metadata={"CreationDate": None, "Producer": None}),
+                 binary=True)
+    return [png, pdf]

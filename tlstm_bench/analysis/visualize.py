@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from ..atomic import save_figure
 from ..errors import UserError
 from ..models import build_model, parse_config
 from ..models.memory import check_fits, model_memory
@@ -265,8 +266,7 @@ def visualize(source: str, *, out: "str | Path | None" = None, figures: "str | P
     stem = Path(out)
     stem = stem.with_suffix("") if stem.suffix in (".png", ".pdf") else stem
     stem.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(stem.with_suffix(".png"), dpi=150, metadata={"Software": None})
-    fig.savefig(stem.with_suffix(".pdf"), metadata={"CreationDate": None, "Producer": None})
+    save_figure(fig, stem)
     notes = [] if loaded.trained else ["the model is untrained (random weights); the figure shows the "
                                        "untrained network, not what a trained one learned"]
     return Visualization([stem.with_suffix(".png"), stem.with_suffix(".pdf")], loaded.trained, loaded.origin,

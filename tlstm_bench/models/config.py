@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..checks import MAX_DIM, integer
+from ..checks import MAX_DIM, integer, knobs_once
 from ..errors import UserError
 from ..vocab import ANCHOR_NAMES, CONFIG_NAMES
 
@@ -153,6 +153,7 @@ def parse_config(config: "str | ArchConfig") -> ArchConfig:
         raise _unknown_config(config)
     if not knobs:
         return arch.validate()
+    knobs_once(config)  # tlstm:dims=2,dims=3 is a typo, not "the last wins"
     if arch.kind != "tlstm":
         raise UserError(f"the stacked LSTM has no knobs; got {config!r}")
     values: dict[str, object] = {}

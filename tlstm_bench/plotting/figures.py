@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator
 
+from ..atomic import save_figure
 from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL, UNKNOWN_CAUSAL, WITHIN_SPREAD, spread_overlaps
 from ..vocab import ANCHOR_NAMES
@@ -202,10 +203,7 @@ def _devices(train: pd.DataFrame, runtime: pd.DataFrame) -> str:
 def _save(fig: Figure, out: Path, name: str) -> list[Path]:
     """The figure as PNG and PDF, without dates in them (the same records give the same files)."""
     out.mkdir(parents=True, exist_ok=True)
-    png, pdf = out / f"{name}.png", out / f"{name}.pdf"
-    fig.savefig(png, dpi=150, metadata={"Software": None})
-    fig.savefig(pdf, metadata={"CreationDate": None, "Producer": None})
-    return [png, pdf]
+    return save_figure(fig, out / name)
 
 
 def _list_causality(result: TaskFigure, train: pd.DataFrame, runtime: pd.DataFrame) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..atomic import atomic_write
 from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL, NOT_CAUSAL_NOTE, UNKNOWN_CAUSAL, UNKNOWN_CAUSAL_NOTE, config_mark
 from ..vocab import ANCHOR_NAMES, PAPER_NAMES
@@ -48,7 +49,7 @@ def write_tables(frame: pd.DataFrame, out: Path) -> Path:
     ])
     out.mkdir(parents=True, exist_ok=True)
     path = out / "tables.md"
-    path.write_text(text)
+    atomic_write(path, lambda fh: fh.write(text))  # fresh: a link in its place is replaced, not followed
     return path
 
 

@@ -79,7 +79,6 @@ class TrainSettings:
     input_init: str = DEFAULT_INPUT_INIT
 
     def __post_init__(self):
-        checks.knobs_once(self.config)
         if self.early_stopping is not None and not isinstance(self.early_stopping, bool):
             raise UserError(f"early_stopping must be true or false, got {self.early_stopping!r}")
         for value, what in ((self.max_samples, "--max-samples"), (self.epochs, "--epochs"),
