@@ -199,6 +199,11 @@ def worker_main(args) -> int:
     signal.signal(signal.SIGTERM, _raise_stop)
     log = Log(Path(args.out) / LOG, "worker")
     from tlstm_bench.errors import UserError
+    from tlstm_bench.sweeps.cell import die_with_parent
+
+    # a supervisor killed from outside (a test's timeout, SIGKILL) must not leave its worker
+    # measuring on alone: seen, two orphaned dry-run workers still busy 24 minutes later
+    die_with_parent(os.getppid())
 
     try:
         worker = Worker(args)
