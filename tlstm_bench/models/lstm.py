@@ -24,12 +24,11 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .base import RecurrentModel
 from .config import ArchConfig
-from .slstm import SLSTMState
+from .slstm import LayerStack, SLSTMState
 
 
-class StackedLSTM(RecurrentModel):
+class StackedLSTM(LayerStack):
     def __init__(self, arch: ArchConfig, depth: int, *, channels: int, input_size: int,
                  output_size: int, tokens: bool, implementation: str, forget_bias: float = 1.0):
         super().__init__(arch, depth, channels=channels, input_size=input_size,
@@ -51,17 +50,6 @@ class StackedLSTM(RecurrentModel):
         g, o = torch.tanh(gates[:, 2 * m:3 * m]), torch.sigmoid(gates[:, 3 * m:])
         c = f * c + i * g
         return o * torch.tanh(c), c
-
-    def zero_state(self, batch: int, like: torch.Tensor) -> SLSTMState:
-        zeros = like.new_zeros(self.depth, batch, self.channels)
-        return SLSTMState(zeros, zeros)
-
-    def forward(self, x: torch.Tensor, state: SLSTMState | None = None):
-        z = self.project_inputs(x)
-        if state is None:
-            state = self.zero_state(z.shape[0], z)
-        h_top, state = LSTM_IMPLEMENTATIONS[self.implementation](self, z, state)
-        return self.read_out(h_top), state
 
 
 def run_cudnn(model: StackedLSTM, z: torch.Tensor, state: SLSTMState):
@@ -89,3 +77,4 @@ def run_loop(model: StackedLSTM, z: torch.Tensor, state: SLSTMState):
 
 
 LSTM_IMPLEMENTATIONS: dict[str, Callable] = {"cudnn": run_cudnn, "loop": run_loop}
+StackedLSTM.loops = LSTM_IMPLEMENTATIONS

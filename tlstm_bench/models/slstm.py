@@ -36,7 +36,26 @@ class SLSTMState(NamedTuple):
     c: torch.Tensor
 
 
-class SLSTM(RecurrentModel):
+class LayerStack(RecurrentModel):
+    """What a stack of L LSTM layers shares (the paper's tied sLSTM and the untied ``lstm``
+    anchor, :mod:`tlstm_bench.models.lstm`): the state (h, c), each (L, B, M), and a forward
+    that runs the sequence loop its class registers in ``loops``."""
+
+    loops: dict[str, Callable] = {}
+
+    def zero_state(self, batch: int, like: torch.Tensor) -> SLSTMState:
+        zeros = like.new_zeros(self.depth, batch, self.channels)
+        return SLSTMState(zeros, zeros)
+
+    def forward(self, x: torch.Tensor, state: SLSTMState | None = None):
+        z = self.project_inputs(x)
+        if state is None:
+            state = self.zero_state(z.shape[0], z)
+        h_top, state = self.loops[self.implementation](self, z, state)
+        return self.read_out(h_top), state
+
+
+class SLSTM(LayerStack):
     def __init__(self, arch: ArchConfig, depth: int, *, channels: int, input_size: int,
                  output_size: int, tokens: bool, implementation: str, forget_bias: float = 1.0):
         super().__init__(arch, depth, channels=channels, input_size=input_size,
@@ -60,18 +79,6 @@ class SLSTM(RecurrentModel):
         o = torch.sigmoid(gates[..., 3 * m:])
         c = f * c + i * g
         return o * torch.tanh(c), c
-
-    def zero_state(self, batch: int, like: torch.Tensor) -> SLSTMState:
-        zeros = like.new_zeros(self.depth, batch, self.channels)
-        return SLSTMState(zeros, zeros)
-
-    def forward(self, x: torch.Tensor, state: SLSTMState | None = None):
-        z = self.project_inputs(x)
-        if state is None:
-            state = self.zero_state(z.shape[0], z)
-        run = SLSTM_IMPLEMENTATIONS[self.implementation]
-        h_top, state = run(self, z, state)
-        return self.read_out(h_top), state
 
 
 def run_loop(model: SLSTM, z: torch.Tensor, state: SLSTMState):
@@ -141,3 +148,4 @@ def run_wavefront(model: SLSTM, z: torch.Tensor, state: SLSTMState):
 
 SLSTM_IMPLEMENTATIONS: dict[str, Callable] = {"fused": run_fused, "cudnn": run_cudnn, "wavefront": run_wavefront,
                                                "loop": run_loop}
+SLSTM.loops = SLSTM_IMPLEMENTATIONS
