@@ -275,3 +275,27 @@ def test_triton_kernels_compile_for_a100_and_h100():
     assert compiled and compiled.group(1) == compiled.group(2), done.stdout
     for needle in ("sm_80 fp64 fp64", "sm_90 fp64 fp64", "sm_90 fp32 single", "forward_persistent", "backward_step"):
         assert needle in done.stdout, needle
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_tune_script_dry_run_records_every_variant(tmp_path):
+    """benchmarks/triton_tune.py's flow on the CPU (interpreter, toy sizes): a record per shape
+    and variant, a persistent variant refused where the grid has more than one program
+    recorded as an error while the others go on, and a table row per shape."""
+    pytest.importorskip("triton")
+    script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "triton_tune.py")
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+    done = subprocess.run([sys.executable, script, "--device", "cpu", "--out", str(tmp_path), "--budget-s", "400"],
+                          capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    timings = [r for r in records if r["kind"] == "timing"]
+    assert {(r["L"], r["variant"]) for r in timings} >= {(1, "fast"), (1, "wide/step"), (1, "wide/persistent"),
+                                                        (2, "single/persistent")}
+    by = {(r["L"], r["variant"]): r for r in timings}
+    assert by[(1, "wide/persistent")]["ok"] and by[(1, "wide/persistent")]["error_vs_fast"] < 1e-4
+    assert not by[(2, "single/persistent")]["ok"]  # two location tiles: refused in the interpreter
+    assert by[(2, "wide/step")]["ok"] and by[(2, "wide/step")]["rounds"] >= 3
+    table = json.loads((tmp_path / "table.json").read_text())["entries"]
+    assert {(row["n"], row["batch"]) for row in table} == {(1, 1), (2, 1)}
