@@ -8,8 +8,9 @@ events: a warm-up (which compiles), then rounds in which every variant runs once
 rounds is kept. It checks each variant's outputs and gradients against ``fast`` (float32,
 relative to the largest entry) and counts the CUDA kernels of one pass with the profiler.
 A failing variant is recorded (its error) and the rest go on; the persistent variants are
-first run once in a child process with a time limit, so that a hung grid barrier costs
-that limit, not the session.
+first run once in a child process with a time limit (60% of the budget; it compiles them
+into Triton's cache while this process compiles the per-step ones), so that a hung grid
+barrier costs that limit, not the session.
 
     PYTHONPATH=. python3 benchmarks/triton_tune.py --out $OUT/tune --budget-s 120
 
@@ -113,20 +114,28 @@ def probe(args) -> int:
     return 0
 
 
-def run_probe(timeout_s: float) -> dict:
-    """{(label, L, batch): record} from the child; a variant that started and never ended hung."""
+def start_probe() -> subprocess.Popen:
+    """The child that runs every persistent variant once (compiling them into Triton's on-disk
+    cache meanwhile, while this process compiles the per-step kernels)."""
     cmd = [sys.executable, __file__, "--probe", "--device", DEVICE]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish_probe(child: subprocess.Popen, timeout_s: float) -> dict:
+    """{(label, L, batch): record} from the child; a variant that started and never ended hung."""
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=max(timeout_s, 10))
-        stdout, note = done.stdout, f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
-    except subprocess.TimeoutExpired as exc:
-        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        note = f"killed after {timeout_s:.0f} s (a hung barrier or a slow compile)"
+        stdout, stderr = child.communicate(timeout=max(timeout_s, 1))
+        note = f"exit {child.returncode}: {stderr.strip()[-300:]}"
+    except subprocess.TimeoutExpired:
+        child.kill()
+        stdout, _ = child.communicate()
+        note = "killed at the time limit (a hung barrier or a slow compile)"
     out: dict = {}
     for line in stdout.splitlines():
         if line.startswith("{"):
             rec = json.loads(line)
-            out[(rec["probe"], rec["L"], rec["batch"])] = rec
+            key = (rec.pop("probe"), rec.pop("L"), rec.pop("batch"))
+            out[key] = rec
     for key, rec in out.items():
         if rec.get("started"):
             out[key] = {"ok": False, "error": f"did not finish: {note}"}
@@ -180,49 +189,63 @@ def timed(fn) -> float:
     return start.elapsed_time(end)
 
 
-def tune_shape(depth: int, batch: int, probed: dict, deadline: float, end: float, emit) -> list[dict]:
-    """Warm up, check and count every usable variant of one shape (while the budget lasts:
-    ``end``), then interleaved rounds (at least 3, more until this shape's ``deadline``)."""
-    model, x, y = make(depth, batch, "fast")
-    want = one_pass(model, x, y, None, False)
-    base = dict(kind="timing", config=CONFIG, M=CHANNELS, L=depth, batch=batch, T=SEQ_LEN,
-                n=model.num_locations, kd=model.arch.kernel_entries)
-    live = []
-    for label, menu, persistent in [("fast", None, False)] + variant_names(False) + variant_names(True):
-        rec = dict(base, variant=label, menu=menu, persistent=persistent)
-        if persistent and not probed.get((label, depth, batch), {}).get("ok"):
-            emit(dict(rec, ok=False, error=probed.get((label, depth, batch), {}).get("error", "not probed")))
-            continue
-        if time.monotonic() > end:
-            emit(dict(rec, ok=False, error="budget spent before it ran"))
-            continue
-        try:
-            fn = (lambda m=menu, p=persistent: one_pass(model, x, y, m, p))
-            start = time.monotonic()
-            got = fn()
-            sync()
-            rec.update(warmup_s=round(time.monotonic() - start, 2), error_vs_fast=worst_error(got, want))
-            rec.update(kernel_count(fn))
-            rec["ok"] = rec["error_vs_fast"] <= TOLERANCE or label == "fast"
-            if not rec["ok"]:
-                rec["error"] = f"differs from fast by {rec['error_vs_fast']:.2e} (relative)"
-        except Exception as exc:  # noqa: BLE001 - recorded, the next variant goes on
-            rec.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
-        if rec["ok"]:
-            live.append((rec, fn, []))
-        else:
+class Shape:
+    """One shape's model, data, the reference result of ``fast`` and its warmed-up variants."""
+
+    def __init__(self, depth: int, batch: int):
+        self.model, self.x, self.y = make(depth, batch, "fast")
+        self.want = one_pass(self.model, self.x, self.y, None, False)
+        self.base = dict(kind="timing", config=CONFIG, M=CHANNELS, L=depth, batch=batch, T=SEQ_LEN,
+                         n=self.model.num_locations, kd=self.model.arch.kernel_entries)
+        self.live: list[tuple] = []  # (record, pass function, samples)
+
+    def warm_up(self, variants, probed: dict | None, end: float, emit) -> None:
+        """First pass (compiles), error vs fast and kernel count of each variant; failures are
+        recorded and skipped. Persistent variants only if the probe ran them (``probed``)."""
+        key = (self.base["L"], self.base["batch"])
+        for label, menu, persistent in variants:
+            rec = dict(self.base, variant=label, menu=menu, persistent=persistent)
+            if probed is not None and not probed.get((label, *key), {}).get("ok"):
+                emit(dict(rec, ok=False, error=probed.get((label, *key), {}).get("error", "not probed")))
+                continue
+            if time.monotonic() > end:
+                emit(dict(rec, ok=False, error="budget spent before it ran"))
+                continue
+            fn = (lambda m=menu, p=persistent: one_pass(self.model, self.x, self.y, m, p))
+            try:
+                start = time.monotonic()
+                got = fn()
+                sync()
+                rec.update(warmup_s=round(time.monotonic() - start, 2), error_vs_fast=worst_error(got, self.want))
+                rec.update(kernel_count(fn))
+                rec["ok"] = rec["error_vs_fast"] <= TOLERANCE or label == "fast"
+                if not rec["ok"]:
+                    rec["error"] = f"differs from fast by {rec['error_vs_fast']:.2e} (relative)"
+            except Exception as exc:  # noqa: BLE001 - recorded, the next variant goes on
+                rec.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+            if rec["ok"]:
+                self.live.append((rec, fn, []))
+            else:
+                emit(rec)
+
+    def time_rounds(self, deadline: float, max_rounds: int, emit) -> None:
+        """Interleaved rounds (every variant once per round): at least 3, more until ``deadline``."""
+        rounds = 0
+        while self.live and rounds < max_rounds and (rounds < 3 or time.monotonic() < deadline):
+            for rec, fn, samples in self.live:
+                try:
+                    samples.append(timed(fn))
+                except Exception as exc:  # noqa: BLE001 - recorded with what it had
+                    rec.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+            for failed in [v for v in self.live if not v[0]["ok"]]:
+                emit(failed[0])
+            self.live = [v for v in self.live if v[0]["ok"]]
+            rounds += 1
+        for rec, _, samples in self.live:
+            med = statistics.median(samples) if samples else None
+            rec.update(rounds=len(samples), samples_ms=[round(s, 4) for s in samples],
+                       ms_median=med, us_per_step=None if med is None else round(1000 * med / SEQ_LEN, 2))
             emit(rec)
-    rounds = 0
-    while live and rounds < 25 and (rounds < 3 or time.monotonic() < deadline):
-        for rec, fn, samples in live:
-            samples.append(timed(fn))
-        rounds += 1
-    for rec, fn, samples in live:
-        med = statistics.median(samples) if samples else None
-        rec.update(rounds=len(samples), samples_ms=[round(s, 4) for s in samples],
-                   ms_median=med, us_per_step=None if med is None else round(1000 * med / SEQ_LEN, 2))
-        emit(rec)
-    return [rec for rec, _, _ in live]
 
 
 def best_entries(records: list[dict], provenance: dict) -> list[dict]:
@@ -253,6 +276,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("triton_tune"))
     ap.add_argument("--budget-s", type=float, default=120.0)
+    ap.add_argument("--rounds", type=int, default=25, help="at most this many timed rounds per shape (at least 3)")
     ap.add_argument("--check-fp64", action="store_true",
                     help="instead of timing: compiled float64 against eager (per step and persistent)")
     ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
@@ -289,13 +313,19 @@ def main() -> int:
     sms = torch.cuda.get_device_properties(0).multi_processor_count if DEVICE == "cuda" else None
     emit(dict(kind="provenance", **provenance, cooperative=triton_tlstm.cooperative_launch_supported(), sms=sms,
               budget_s=args.budget_s))
-    probed = run_probe(0.4 * args.budget_s)
+    end = start + args.budget_s
+    child = start_probe()  # persistent variants: compiled and run once there, meanwhile
+    shapes = [Shape(depth, batch) for depth, batch in SHAPES]
+    for shape in shapes:
+        shape.warm_up([("fast", None, False)] + variant_names(False), None, end, emit)
+    probed = finish_probe(child, start + 0.6 * args.budget_s - time.monotonic())
     for key, rec in probed.items():
         emit(dict(kind="probe", variant=key[0], L=key[1], batch=key[2], **rec))
-    for i, (depth, batch) in enumerate(SHAPES):
-        left = args.budget_s - (time.monotonic() - start)
-        deadline = time.monotonic() + left / (len(SHAPES) - i)
-        tune_shape(depth, batch, probed, deadline, start + args.budget_s, emit)
+    for shape in shapes:
+        shape.warm_up(variant_names(True), probed, end, emit)
+    for i, shape in enumerate(shapes):
+        left = end - time.monotonic()
+        shape.time_rounds(time.monotonic() + left / (len(shapes) - i), args.rounds, emit)
     timings = [r for r in records if r.get("kind") == "timing"]
     table = {"entries": best_entries(timings, provenance)}
     (args.out / "table.json").write_text(json.dumps(table, indent=1) + "\n")

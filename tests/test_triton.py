@@ -286,7 +286,8 @@ def test_tune_script_dry_run_records_every_variant(tmp_path):
     pytest.importorskip("triton")
     script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "triton_tune.py")
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
-    done = subprocess.run([sys.executable, script, "--device", "cpu", "--out", str(tmp_path), "--budget-s", "400"],
+    done = subprocess.run([sys.executable, script, "--device", "cpu", "--out", str(tmp_path), "--budget-s", "3000",
+                           "--rounds", "3"],
                           capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     records = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]

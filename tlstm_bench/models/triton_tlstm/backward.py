@@ -183,7 +183,7 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
 
 
 
-@triton.jit(do_not_specialize=["s"])
+@triton.jit(do_not_specialize=["s", "T", "DELAY", "N", "M", "GC", "KD", "NJ", "R"])
 def backward_step(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr, invc_ptr,
                   das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
                   dout_ptr, dht_ptr, dct_ptr,
@@ -197,7 +197,7 @@ def backward_step(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
                   NORM, MEMCONV, HAS_NEXT, BN, BM, BG, KDP, NJP)
 
 
-@triton.jit(do_not_specialize=["S"])
+@triton.jit(do_not_specialize=["S", "T", "DELAY", "N", "M", "GC", "KD", "NJ", "R"])
 def backward_persistent(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr,
                         invc_ptr, das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr,
                         dq2_ptr, dout_ptr, dht_ptr, dct_ptr, sem_ptr,

@@ -138,7 +138,9 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
 
 
 
-@triton.jit(do_not_specialize=["s"])
+# Integer arguments are not specialized (Triton would make a 1, e.g. N at L = 1, a constant):
+# one compiled variant per constexpr set, the set benchmarks/triton_compile.py compiles.
+@triton.jit(do_not_specialize=["s", "S", "N", "M", "GC", "KD", "NJ"])
 def forward_step(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                  w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr,
                  s, S, N, M, GC, KD, NJ, eps,
@@ -151,7 +153,7 @@ def forward_step(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
                  NORM, MEMCONV, FIRST, FINISH, BN, BM, BK, KDP, NJP)
 
 
-@triton.jit(do_not_specialize=["S"])
+@triton.jit(do_not_specialize=["S", "N", "M", "GC", "KD", "NJ"])
 def forward_persistent(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                        w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, sem_ptr,
                        S, N, M, GC, KD, NJ, eps,

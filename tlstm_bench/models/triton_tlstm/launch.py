@@ -75,9 +75,11 @@ class Geometry(SequenceShapes):
 
 def _choose_path(grid: tuple, device: torch.device, preferred: bool | None) -> bool:
     """Persistent or per step. Forced (tests, tuner) or TLSTM_TRITON_PERSISTENT=1: persistent,
-    or a one-line error where it is impossible; =0: per step. Otherwise (auto): the tuning
-    table's choice for the shape, else persistent wherever possible on a GPU, and per step
-    in the interpreter (where only a one-program grid could run it)."""
+    or a one-line error where it is impossible; =0: per step. Otherwise (auto): persistent
+    where the tuning table measured it faster for the shape and it is possible here, else per
+    step. Opt-in until measured: a device run has not yet shown the barrier right, and a hung
+    barrier would hang every caller (time, the evidence script); the tuner probes it in a
+    child process with a time limit."""
     want = _FORCED.get("persistent")
     mode = tiling.persistent_mode()
     if mode not in ("auto", "on", "off"):
@@ -86,7 +88,7 @@ def _choose_path(grid: tuple, device: torch.device, preferred: bool | None) -> b
         want = mode == "on"
     possible, why = persistent_possible(grid[0] * grid[1] * grid[2], device)
     if want is None:
-        return possible and not INTERPRETED and preferred is not False
+        return possible and not INTERPRETED and preferred is True
     if want and not possible:
         raise UserError(f"the persistent triton kernels cannot run here: {why}; "
                         f"set {tiling.PERSISTENT_ENV}=0 (one launch per step)")

@@ -36,12 +36,14 @@ class Menu:
 
 # "wide": the tiles of the first H100 run (tl.dot on 16 x 16 tiles); "narrow" and "single":
 # more, smaller programs for batch 1 (the issue-19 step body: channels split 8 to a program,
-# broadcast products; "single" for one location, 2D at L = 1); "fp64": float64 takes the
-# broadcast product everywhere (common.mma), with small inner widths to keep it in registers.
+# broadcast products; "single" for one location, 2D at L = 1), and wide inner loops (BK, BG
+# 128: at M <= 128 one turn per kernel entry, so a step is a few dependent loads, not a
+# dozen); "fp64": float64 takes the broadcast product everywhere (common.mma), with small
+# inner widths to keep it in registers.
 MENU = {
     "wide": Menu(16, 16, 32, 64),
-    "narrow": Menu(4, 8, 32, 32),
-    "single": Menu(1, 8, 32, 32),
+    "narrow": Menu(4, 8, 128, 128),
+    "single": Menu(1, 8, 128, 128),
     "fp64": Menu(8, 16, 16, 16),
 }
 FLOAT32_MENU = ("wide", "narrow", "single")
@@ -58,8 +60,9 @@ def tiles_for(menu: Menu, m: int, kd: int) -> dict[str, int]:
 
 
 def default_choice(m: int, n: int, batch: int, dtype: str) -> tuple[str, bool | None]:
-    """(menu entry, persistent?) for a shape the table lacks; None: persistent where possible.
-    Untuned guesses: at batch 1 and M <= 128 more, smaller programs, else the wide tiles."""
+    """(menu entry, persistent?) for a shape the table lacks (None: not measured, so per step
+    unless forced). Untuned guesses: at batch 1 and M <= 128 more, smaller programs, else the
+    wide tiles."""
     if dtype == "float64":
         return "fp64", None
     if batch == 1 and m <= 128:
