@@ -142,6 +142,12 @@ def _maps(model: TLSTM):
     return maps
 
 
+def _semaphore(device: torch.device) -> torch.Tensor:
+    """The grid barrier's zeroed uint32 counter (int32 zeros viewed as uint32: torch has few
+    uint32 kernels, and a view needs none)."""
+    return torch.zeros(1, dtype=torch.int32, device=device).view(torch.uint32)
+
+
 def _launch_options(geo: Geometry) -> dict:
     opts = dict(num_warps=geo.tiles["num_warps"])
     if geo.persistent and not INTERPRETED:
@@ -158,7 +164,7 @@ def launch_forward(geo: Geometry, bufs: tuple, params: tuple, steps: int) -> Non
     args = (z_all, hs, cs, acts, pmean, pm2, mean, rstd, *params, geo.hidden_index, geo.cell_index)
     sizes = (geo.n, geo.m, geo.g, geo.kd, geo.nj, NORM_EPS)
     if geo.persistent:
-        sem = torch.zeros(1, dtype=torch.uint32, device=z_all.device)
+        sem = _semaphore(z_all.device)
         forward_persistent[geo.grid](*args, sem, steps, *sizes, **consts)
         return
     for s in range(steps + 1):
@@ -175,7 +181,7 @@ def launch_backward(geo: Geometry, cs, acts, mean, rstd, params: tuple, g: dict,
             g["e2"], g["dcs"], g["dns"], g["pa"], g["pb"], g["dql"], g["dq1"], g["dq2"], *grads)
     sizes = (geo.seq_len, geo.depth - 1, geo.n, geo.m, geo.g, geo.kd, geo.nj, geo.inv_cell.shape[1])
     if geo.persistent:
-        sem = torch.zeros(1, dtype=torch.uint32, device=acts.device)
+        sem = _semaphore(acts.device)
         backward_persistent[geo.grid](*args, sem, steps, *sizes, **consts)
         return
     for s in range(steps - 1, -1, -1):
