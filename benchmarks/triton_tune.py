@@ -6,7 +6,8 @@ grid fits, plus ``fast`` as the reference), it times forward + loss + backward w
 events: a warm-up (which compiles), then rounds in which every variant runs once in turn
 (interleaved, so a drifting clock or a busy neighbour hits all alike); the median over
 rounds is kept. It checks each variant's outputs and gradients against ``fast`` (float32,
-relative to the largest entry) and counts the CUDA kernels of one pass with the profiler.
+relative to the largest entry) and counts the GPU ops of one pass with the profiler (all, and
+this package's kernel launches).
 A failing variant is recorded (its error) and the rest go on; the persistent variants are
 first run once in a child process with a time limit (60% of the budget; it compiles them
 into Triton's cache while this process compiles the per-step ones), so that a hung grid
@@ -94,7 +95,8 @@ def kernel_count(fn) -> dict:
         fn()
         sync()
     names = [e.name for e in prof.events() if e.device_type.name == "CUDA"]
-    return {"kernels": len(names), "triton_kernels": sum(("forward_" in n or "backward_" in n) for n in names)}
+    # every op the GPU ran (kernels, memsets, copies), and the launches of this package's kernels
+    return {"cuda_ops": len(names), "triton_kernels": sum(("forward_" in n or "backward_" in n) for n in names)}
 
 
 def probe(args) -> int:
@@ -263,13 +265,14 @@ def best_entries(records: list[dict], provenance: dict) -> list[dict]:
 
 
 def print_table(records: list[dict]) -> None:
-    print(f"{'L':>3} {'batch':>5}  {'variant':<20} {'us/step':>9} {'rounds':>6} {'kernels':>7} {'err vs fast':>11}  note")
+    print(f"{'L':>3} {'batch':>5}  {'variant':<20} {'us/step':>9} {'rounds':>6} {'cuda ops':>8} {'triton':>6} "
+          f"{'err vs fast':>11}  note")
     for r in records:
         us = f"{r['us_per_step']:.1f}" if r.get("us_per_step") is not None else "-"
         err = f"{r['error_vs_fast']:.1e}" if r.get("error_vs_fast") is not None else "-"
         note = "" if r.get("ok") else r.get("error", "")[:70]
         print(f"{r['L']:>3} {r['batch']:>5}  {r['variant']:<20} {us:>9} {r.get('rounds', 0):>6} "
-              f"{r.get('kernels', '-'):>7} {err:>11}  {note}")
+              f"{r.get('cuda_ops', '-'):>8} {r.get('triton_kernels', '-'):>6} {err:>11}  {note}")
 
 
 def main() -> int:
