@@ -172,6 +172,17 @@ def test_tiles_come_from_the_table_else_the_default(tt, tmp_path, monkeypatch):
 
 
 @pytest.mark.triton
+@pytest.mark.parametrize("menu", ["wide", "narrow", "single", "fp64"])
+def test_every_tile_menu_entry_equals_eager_float64(tt, menu):
+    """Each tile set the dispatcher can choose, per step, float64 (M = 10: one or two channel
+    tiles; 3D at L = 2: four locations, one to four location tiles)."""
+    if DEVICE != "cpu":
+        pytest.skip("the interpreter check; on a GPU the tuner times every entry against fast")
+    with tt.forced(menu=menu, persistent=False):
+        _assert_same("3d-ln", 2, dtype=torch.float64, batch=1, seq_len=2, channels=10)
+
+
+@pytest.mark.triton
 def test_triton_reads_the_window_from_cell_index(tt):
     """The paper's appendix-A.2 memory-cell window (offsets -a+1 .. b+1, clamped), given to
     the model only as another cell_index: the kernels follow it, as eager does."""
