@@ -154,6 +154,31 @@ def test_path_choice(tt, monkeypatch):
             _geometry(tt)
 
 
+def test_persistent_needs_a_cooperative_grid_no_larger_than_the_sms(tt, monkeypatch):
+    """The fallback rule on a GPU, with the GPU faked: programs <= SMs and a Triton with
+    cooperative launch, else per step with the reason."""
+    from types import SimpleNamespace
+
+    from tlstm_bench.models.triton_tlstm import launch
+
+    monkeypatch.setattr(launch, "INTERPRETED", False)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: SimpleNamespace(multi_processor_count=132))
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(launch, "cooperative_launch_supported", lambda: True)
+    assert launch.persistent_possible(132, cuda) == (True, "the grid has 132 programs and the GPU 132 SMs")
+    assert launch.persistent_possible(133, cuda)[0] is False
+    assert launch.persistent_possible(1, torch.device("cpu")) == (False, "it needs a CUDA GPU")
+    monkeypatch.setattr(launch, "cooperative_launch_supported", lambda: False)
+    possible, why = launch.persistent_possible(7, cuda)
+    assert not possible and "cooperative launch" in why
+    # auto: per step where the table does not say persistent, or where it cannot run
+    monkeypatch.setattr(launch, "cooperative_launch_supported", lambda: True)
+    monkeypatch.delenv("TLSTM_TRITON_PERSISTENT", raising=False)
+    assert launch._choose_path((1, 1, 7), cuda, True) is True
+    assert launch._choose_path((1, 1, 7), cuda, None) is False
+    assert launch._choose_path((15, 10, 13), cuda, True) is False
+
+
 def test_tiles_come_from_the_table_else_the_default(tt, tmp_path, monkeypatch):
     """A table row picks the menu entry and path for its shape; rows naming a tile set the
     compile check does not compile for that dtype are ignored; other shapes get the default."""
