@@ -154,11 +154,13 @@ def check_fp64(out: Path) -> int:
 
     out.mkdir(parents=True, exist_ok=True)
     bad = 0
+    kw = dict(batch=1, seq_len=7, channels=20, device=DEVICE, dtype=torch.float64)
+    cases = (("2d", 3), ("3d-cn", 2), ("3d-ln", 3), ("2d-m:norm=cn", 2))
+    refs = {case: outputs_and_grads(*case, "eager", **kw) for case in cases}
     with (out / "check.jsonl").open("a") as log:
-        for config, depth in (("2d", 3), ("3d-cn", 2), ("3d-ln", 3), ("2d-m:norm=cn", 2)):
-            kw = dict(batch=1, seq_len=7, channels=20, device=DEVICE, dtype=torch.float64)
-            ref = outputs_and_grads(config, depth, "eager", **kw)
-            for persistent in (False, True):
+        for persistent in (False, True):  # every per-step case before a persistent one can hang
+            for config, depth in cases:
+                ref = refs[(config, depth)]
                 rec = dict(kind="fp64_check", config=config, L=depth, persistent=persistent)
                 try:
                     with triton_tlstm.forced(persistent=persistent):
