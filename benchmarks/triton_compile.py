@@ -7,7 +7,8 @@ ship in the triton wheel), every kernel variant the dispatcher can launch: for e
 architecture, each dtype with each tile-menu entry it can be given (float32: every float32
 entry; float64: its own), each norm (none/cn/ln) and memory convolution (on/off), the five
 per-step kernels (forward first/middle/finisher, backward last/middle) and the two persistent
-ones, at two shapes (Kd = 2, M = 100 and Kd = 9, M = 1100: the shape sets only KDP and NJP).
+ones, at two shapes (Kd = 3, M = 100: the 2d preset; Kd = 9, M = 1100: a 3D one; the shape
+sets only KDP and NJP, the padded sizes of the Q columns and of the channel-tile count).
 It prints each variant's registers and stack (spills) from cuobjdump.
 
     python benchmarks/triton_compile.py                  # all of it, sm_80 and sm_90 (~10 min on 2 cores)
@@ -37,7 +38,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 INDEX_ARGS = {"hidx_ptr", "cidx_ptr", "invh_ptr", "invc_ptr"}
-SHAPES = ((2, 100), (9, 1100))  # (Kd, M)
+SHAPES = ((3, 100), (9, 1100))  # (Kd, M): the 2d preset at M = 100 (what the tuner times), a 3D K = 3 at M = 1100
 
 
 def variants(archs, dtypes, shapes, ci: bool) -> list[tuple]:
