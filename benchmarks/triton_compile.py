@@ -1,16 +1,28 @@
 """Compile the ``triton`` implementation's kernels for a GPU, without a GPU (ahead of time).
 
 Triton's CPU interpreter checks what the kernels compute, not that they compile: it is
-lenient about things the GPU compiler rejects (types carried around loops, tile shapes).
-This compiles every kernel variant (norm none/cn/ln x memory convolution on/off x first/
-middle/finisher forward and last/middle backward) for a CUDA architecture with Triton's
-own compiler and ptxas (both ship in the triton wheel) and prints each variant's
-registers and stack (spills) from cuobjdump.
+lenient about things the GPU compiler rejects (a float64 ``tl.dot`` in Triton 3.6, types
+carried around loops, tile shapes). This compiles, with Triton's own compiler and ptxas (both
+ship in the triton wheel), every kernel variant the dispatcher can launch: for each CUDA
+architecture, each dtype with each tile-menu entry it can be given (float32: every float32
+entry; float64: its own), each norm (none/cn/ln) and memory convolution (on/off), the five
+per-step kernels (forward first/middle/finisher, backward last/middle) and the two persistent
+ones, at two shapes (Kd = 3, M = 100: the 2d preset; Kd = 9, M = 1100: a 3D one; the shape
+sets only KDP and NJP, the padded sizes of the Q columns and of the channel-tile count).
+It prints each variant's registers and stack (spills) from cuobjdump.
 
-    python benchmarks/triton_compile.py                 # sm_90 (H100/H200), float32, M = 100
-    python benchmarks/triton_compile.py --dtype fp64 --channels 1100 --heaviest
+    python benchmarks/triton_compile.py                  # all of it, sm_80 and sm_90 (~10 min on 2 cores)
+    python benchmarks/triton_compile.py --ci             # what the test suite compiles (see below)
+    python benchmarks/triton_compile.py --arch 90 --dtype fp64 --jobs 4
 
-Run it without TRITON_INTERPRET set. Exits 1 if a variant fails to compile.
+``--ci`` (tests/test_triton.py, about 3 minutes on 2 idle cores) compiles at the first shape,
+for the newest architecture asked for (sm_90), the two persistent kernels of every dtype x
+menu x norm x memory-conv combination: their loops call the step bodies with every flag the
+per-step kernels take (first/middle/finisher, last/middle), so every step-body variant is
+compiled; the per-step kernels, thin wrappers around the same bodies, for LN + memory conv
+(the heaviest) with the wide and float64 tiles; and for the older architectures (sm_80) the
+persistent kernels of LN + memory conv for every dtype x menu. Run it without
+TRITON_INTERPRET set. Exits 1 if a variant fails to compile.
 """
 
 from __future__ import annotations
@@ -23,80 +35,107 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 INDEX_ARGS = {"hidx_ptr", "cidx_ptr", "invh_ptr", "invc_ptr"}
+SHAPES = ((3, 100), (9, 1100))  # (Kd, M): the 2d preset at M = 100 (what the tuner times), a 3D K = 3 at M = 1100
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--arch", type=int, default=90, help="CUDA compute capability x10 (90: H100/H200)")
-    ap.add_argument("--dtype", choices=["fp32", "fp64"], default="fp32")
-    ap.add_argument("--channels", type=int, default=100, help="M (picks the tile sizes)")
-    ap.add_argument("--kernel-entries", type=int, default=9, help="K^(D-1) (picks the Q tile)")
-    ap.add_argument("--heaviest", action="store_true",
-                    help="only the two largest variants (LN, memory convolution, middle step)")
-    args = ap.parse_args()
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        print("unset TRITON_INTERPRET: the interpreter's kernels cannot be compiled", file=sys.stderr)
-        return 2
+def variants(archs, dtypes, shapes, ci: bool) -> list[tuple]:
+    """(arch, dtype, menu, kd, m, kernel name, constexprs, warps) of every variant to compile."""
+    from tlstm_bench.models.triton_tlstm import tiles as tiling
 
+    out = []
+    for arch, dtype, (kd, m) in itertools.product(archs, dtypes, shapes):
+        menus = tiling.FLOAT32_MENU if dtype == "fp32" else ("fp64",)
+        for menu, norm, memconv in itertools.product(menus, (0, 1, 2), (True, False)):
+            t = tiling.tiles_for(tiling.MENU[menu], m, kd)
+            base = dict(NORM=norm, MEMCONV=memconv, BN=t["BN"], BM=t["BM"], KDP=t["KDP"], NJP=t["NJP"])
+            fwd, bwd = dict(base, BK=t["BK"]), dict(base, BG=t["BG"])
+            heaviest = norm == 2 and memconv
+            if ci and arch != max(archs) and not heaviest:
+                continue
+            kernels = [("forward_persistent", fwd), ("backward_persistent", bwd)]
+            if not ci or (heaviest and arch == max(archs) and menu in ("wide", "fp64")):
+                kernels += [("forward_step", dict(fwd, FIRST=first, FINISH=finish))
+                            for first, finish in ((True, False), (False, False), (False, True))]
+                kernels += [("backward_step", dict(bwd, HAS_NEXT=has_next)) for has_next in (True, False)]
+            out += [(arch, dtype, menu, kd, m, name, consts, t["num_warps"]) for name, consts in kernels]
+    return out
+
+
+def _signature(fn, consts: dict, dtype: str) -> dict:
+    def kind(name):
+        if name in consts:
+            return "constexpr"
+        if name == "sem_ptr":
+            return "*u32"
+        if name.endswith("_ptr"):
+            return "*i32" if name in INDEX_ARGS else f"*{dtype}"
+        return "fp32" if name == "eps" else "i32"
+    return {name: kind(name) for name in fn.arg_names}
+
+
+def _usage(kernel) -> str:
+    import triton
+
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    cubin = kernel.asm.get("cubin")
+    if not cubin or not os.path.exists(cuobjdump):
+        return ""
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(cubin)
+    out = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True).stdout
+    os.unlink(f.name)
+    return " ".join(re.findall(r"(?:REG|STACK):\d+", out))
+
+
+def compile_one(variant: tuple) -> tuple[bool, str]:
+    """Compile one variant; (ok, the line to print)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from tlstm_bench.models import triton_tlstm as tt
+    from tlstm_bench.models.triton_tlstm import backward, forward
 
-    target = GPUTarget("cuda", args.arch, 32)
-    tiles = tt._tiles(16, args.channels, args.kernel_entries)
-    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    print(f"sm_{args.arch}, {args.dtype}, M={args.channels}, tiles {tiles}")
+    arch, dtype, menu, kd, m, name, consts, warps = variant
+    fn = getattr(forward if name.startswith("forward") else backward, name)
+    flags = " ".join(f"{k}={int(v)}" for k, v in consts.items() if k in ("NORM", "MEMCONV", "FIRST", "FINISH",
+                                                                          "HAS_NEXT"))
+    label = f"sm_{arch} {dtype} {menu} Kd={kd} M={m} {name} {flags}"
+    start = time.perf_counter()
+    try:
+        kernel = triton.compile(ASTSource(fn=fn, signature=_signature(fn, consts, dtype), constexprs=consts),
+                                target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
+    except Exception as exc:  # noqa: BLE001  (report every variant, then fail)
+        first = str(exc).strip().splitlines()
+        return False, f"FAILED {label}: {type(exc).__name__}: {' | '.join(first[:6])[:600]}"
+    return True, f"ok {label} ({time.perf_counter() - start:.1f} s) {_usage(kernel)}"
 
-    def signature(fn, consts):
-        def kind(name):
-            if name in consts:
-                return "constexpr"
-            if name.endswith("_ptr"):
-                return "*i32" if name in INDEX_ARGS else f"*{args.dtype}"
-            return "fp32" if name == "eps" else "i32"
-        return {name: kind(name) for name in fn.arg_names}
 
-    def usage(kernel) -> str:
-        cubin = kernel.asm.get("cubin")
-        if not cubin or not os.path.exists(cuobjdump):
-            return ""
-        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-            f.write(cubin)
-        out = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True).stdout
-        os.unlink(f.name)
-        return " ".join(re.findall(r"(?:REG|STACK):\d+", out))
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arch", default="80,90", help="CUDA compute capabilities x10, comma-separated (90: H100/H200)")
+    ap.add_argument("--dtype", choices=["fp32", "fp64", "both"], default="both")
+    ap.add_argument("--ci", action="store_true", help="the test suite's subset (see the module docstring)")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="compiler processes")
+    args = ap.parse_args()
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        print("unset TRITON_INTERPRET: the interpreter's kernels cannot be compiled", file=sys.stderr)
+        return 2
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9 warns when it is unset
+    import triton
 
-    common = dict(BN=tiles["BN"], BM=tiles["BM"], KDP=tiles["KDP"], NJP=tiles["NJP"])
-    variants = []
-    for norm, memory_conv in itertools.product((0, 1, 2), (True, False)):
-        for first, finish in ((True, False), (False, False), (False, True)):
-            variants.append((tt._forward_step, dict(NORM=norm, MEMCONV=memory_conv, FIRST=first, FINISH=finish,
-                                                    BK=tiles["BK"], **common)))
-        for has_next in (True, False):
-            variants.append((tt._backward_step, dict(NORM=norm, MEMCONV=memory_conv, HAS_NEXT=has_next,
-                                                     BG=tiles["BG"], **common)))
-    if args.heaviest:
-        variants = [(fn, c) for fn, c in variants
-                    if c["NORM"] == 2 and c["MEMCONV"] and not c.get("FIRST") and not c.get("FINISH")
-                    and c.get("HAS_NEXT", True)]
+    archs = [int(a) for a in args.arch.split(",")]
+    dtypes = ["fp32", "fp64"] if args.dtype == "both" else [args.dtype]
+    todo = variants(archs, dtypes, SHAPES[:1] if args.ci else SHAPES, args.ci)
+    print(f"triton {triton.__version__}: {len(todo)} variants, {args.jobs} processes", flush=True)
     failed = 0
-    for fn, consts in variants:
-        flags = " ".join(f"{k}={v}" for k, v in consts.items() if k.isupper() and not k.startswith("B")
-                         and k not in ("KDP", "NJP"))
-        start = time.perf_counter()
-        try:
-            kernel = triton.compile(ASTSource(fn=fn, signature=signature(fn, consts), constexprs=consts),
-                                    target=target, options={"num_warps": 4})
-        except Exception as exc:  # noqa: BLE001  (report every variant, then fail)
-            failed += 1
-            print(f"FAILED {fn.__name__} {flags}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
-            continue
-        print(f"ok {fn.__name__} {flags} ({time.perf_counter() - start:.1f} s) {usage(kernel)}", flush=True)
-    print(f"{len(variants) - failed} of {len(variants)} variants compiled")
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for ok, line in pool.map(compile_one, todo):
+            failed += not ok
+            print(line, flush=True)
+    print(f"{len(todo) - failed} of {len(todo)} variants compiled")
     return 1 if failed else 0
 
 

@@ -1,0 +1,343 @@
+"""Time the ``triton`` implementation's tile sets and paths on a GPU; write the tuning table.
+
+For each shape (2D, M = 100, L = 1 and 10, batch 1 and 15, T = 100, float32, TF32 off) and
+each variant (every float32 tile-menu entry, per step and persistent where a cooperative
+grid fits, plus ``fast`` as the reference), it times forward + loss + backward with CUDA
+events: a warm-up (which compiles), then rounds in which every variant runs once in turn
+(interleaved, so a drifting clock or a busy neighbour hits all alike); the median over
+rounds is kept. It checks each variant's outputs and gradients against ``fast`` (float32,
+relative to the largest entry) and counts the GPU ops of one pass with the profiler (all, and
+this package's kernel launches).
+A failing variant is recorded (its error) and the rest go on; the persistent variants are
+first run once in a child process with a time limit (60% of the budget; it compiles them
+into Triton's cache while this process compiles the per-step ones), so that a hung grid
+barrier costs that limit, not the session.
+
+    PYTHONPATH=. python3 benchmarks/triton_tune.py --out $OUT/tune --budget-s 120
+
+Writes ``records.jsonl`` (one line per variant and shape: timings, error, kernel counts),
+``table.json`` (per shape the fastest correct variant, in the format of
+``tlstm_bench/models/triton_tlstm/tuning.json``: copy it there to ship it) and prints a table.
+Stops starting new work when the budget is spent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+SHAPES = [(1, 1), (10, 1), (1, 15), (10, 15)]  # (L, batch)
+CONFIG, CHANNELS, SEQ_LEN, VOCAB = "2d", 100, 100, 20
+DEVICE = "cuda"
+
+
+def dry_run_on_cpu() -> None:
+    """--device cpu (with TRITON_INTERPRET=1): the same flow at toy sizes, to test the script."""
+    global SHAPES, CHANNELS, SEQ_LEN, DEVICE
+    SHAPES, CHANNELS, SEQ_LEN, DEVICE = [(1, 1), (2, 1)], 4, 2, "cpu"
+TOLERANCE = 1e-4  # float32 against fast, relative to each tensor's largest entry
+
+
+def make(depth: int, batch: int, impl: str):
+    """A model, an input and targets, the same values for every variant of a shape."""
+    from tlstm_bench.models import build_model
+
+    torch.manual_seed(0)
+    model = build_model(CONFIG, depth, vocab=VOCAB, channels=CHANNELS, implementation=impl).to(DEVICE)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(0, VOCAB, (batch, SEQ_LEN), generator=g).to(DEVICE)
+    y = torch.randint(0, VOCAB, (batch, SEQ_LEN), generator=g).to(DEVICE)
+    return model, x, y
+
+
+def variant_names(persistent: bool) -> list[tuple[str, str | None, bool]]:
+    """(label, menu entry, persistent) of the triton variants."""
+    from tlstm_bench.models.triton_tlstm import tiles
+
+    return [(f"{m}/{'persistent' if persistent else 'step'}", m, persistent) for m in tiles.FLOAT32_MENU]
+
+
+def one_pass(model, x, y, label_menu, persistent):
+    """Forward + loss + backward; the gradients as a flat list."""
+    from tlstm_bench.models import triton_tlstm
+
+    model.zero_grad(set_to_none=True)
+    model.implementation = "fast" if label_menu is None else "triton"
+    if label_menu is None:
+        out, _ = model(x)
+    else:
+        with triton_tlstm.forced(menu=label_menu, persistent=persistent):
+            out, _ = model(x)
+    loss = F.cross_entropy(out.reshape(-1, VOCAB), y.reshape(-1))
+    loss.backward()
+    return [out.detach()] + [p.grad.detach().clone() for p in model.parameters() if p.grad is not None]
+
+
+def worst_error(got, want) -> float:
+    return max(((a - b).abs().max() / b.abs().max().clamp_min(1e-6)).item() for a, b in zip(got, want))
+
+
+def kernel_count(fn) -> dict:
+    from torch.profiler import ProfilerActivity, profile
+
+    if DEVICE == "cpu":
+        return {}
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        sync()
+    names = [e.name for e in prof.events() if e.device_type.name == "CUDA"]
+    # every op the GPU ran (kernels, memsets, copies), and the launches of this package's kernels
+    return {"cuda_ops": len(names), "triton_kernels": sum(("forward_" in n or "backward_" in n) for n in names)}
+
+
+def probe(args) -> int:
+    """Child process: run every persistent variant of every shape once; a JSON line each."""
+    for depth, batch in SHAPES:
+        model, x, y = make(depth, batch, "fast")
+        want = one_pass(model, x, y, None, False)
+        for label, menu, persistent in variant_names(True):
+            print(json.dumps({"probe": label, "L": depth, "batch": batch, "started": True}), flush=True)
+            try:
+                got = one_pass(model, x, y, menu, persistent)
+                sync()
+                rec = {"ok": True, "error_vs_fast": worst_error(got, want)}
+            except Exception as exc:  # noqa: BLE001 - recorded, the next variant goes on
+                rec = {"ok": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+            print(json.dumps({"probe": label, "L": depth, "batch": batch, **rec}), flush=True)
+    return 0
+
+
+def start_probe() -> subprocess.Popen:
+    """The child that runs every persistent variant once (compiling them into Triton's on-disk
+    cache meanwhile, while this process compiles the per-step kernels)."""
+    cmd = [sys.executable, __file__, "--probe", "--device", DEVICE]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish_probe(child: subprocess.Popen, timeout_s: float) -> dict:
+    """{(label, L, batch): record} from the child; a variant that started and never ended hung."""
+    try:
+        stdout, stderr = child.communicate(timeout=max(timeout_s, 1))
+        note = f"exit {child.returncode}: {stderr.strip()[-300:]}"
+    except subprocess.TimeoutExpired:
+        child.kill()
+        stdout, _ = child.communicate()
+        note = "killed at the time limit (a hung barrier or a slow compile)"
+    out: dict = {}
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            rec = json.loads(line)
+            key = (rec.pop("probe"), rec.pop("L"), rec.pop("batch"))
+            out[key] = rec
+    for key, rec in out.items():
+        if rec.get("started"):
+            out[key] = {"ok": False, "error": f"did not finish: {note}"}
+    return out
+
+
+def check_fp64(out: Path) -> int:
+    """Compiled float64 (per step and persistent) against eager, outputs and every gradient:
+    what the first H100 run could not compile. Writes check.jsonl; exit 1 if one differs."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from model_helpers import outputs_and_grads
+
+    from tlstm_bench.models import triton_tlstm
+
+    out.mkdir(parents=True, exist_ok=True)
+    bad = 0
+    kw = dict(batch=1, seq_len=7, channels=20, device=DEVICE, dtype=torch.float64)
+    cases = (("2d", 3), ("3d-cn", 2), ("3d-ln", 3), ("2d-m:norm=cn", 2))
+    refs = {case: outputs_and_grads(*case, "eager", **kw) for case in cases}
+    with (out / "check.jsonl").open("a") as log:
+        for persistent in (False, True):  # every per-step case before a persistent one can hang
+            for config, depth in cases:
+                ref = refs[(config, depth)]
+                rec = dict(kind="fp64_check", config=config, L=depth, persistent=persistent)
+                try:
+                    with triton_tlstm.forced(persistent=persistent):
+                        got = outputs_and_grads(config, depth, "triton", **kw)
+                    rec["worst_abs"] = max((got[k] - v).abs().max().item() for k, v in ref.items() if v is not None)
+                    rec["ok"] = rec["worst_abs"] <= 1e-9
+                except Exception as exc:  # noqa: BLE001 - recorded, the next case goes on
+                    rec.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+                bad += not rec["ok"]
+                log.write(json.dumps(rec) + "\n")
+                print(json.dumps(rec), flush=True)
+    return 1 if bad else 0
+
+
+def sync() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn) -> float:
+    if DEVICE == "cpu":
+        start = time.perf_counter()
+        fn()
+        return 1000 * (time.perf_counter() - start)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+class Shape:
+    """One shape's model, data, the reference result of ``fast`` and its warmed-up variants."""
+
+    def __init__(self, depth: int, batch: int):
+        self.model, self.x, self.y = make(depth, batch, "fast")
+        self.want = one_pass(self.model, self.x, self.y, None, False)
+        self.base = dict(kind="timing", config=CONFIG, M=CHANNELS, L=depth, batch=batch, T=SEQ_LEN,
+                         n=self.model.num_locations, kd=self.model.arch.kernel_entries)
+        self.live: list[tuple] = []  # (record, pass function, samples)
+
+    def warm_up(self, variants, probed: dict | None, end: float, emit) -> None:
+        """First pass (compiles), error vs fast and kernel count of each variant; failures are
+        recorded and skipped. Persistent variants only if the probe ran them (``probed``)."""
+        key = (self.base["L"], self.base["batch"])
+        for label, menu, persistent in variants:
+            rec = dict(self.base, variant=label, menu=menu, persistent=persistent)
+            if probed is not None and not probed.get((label, *key), {}).get("ok"):
+                emit(dict(rec, ok=False, error=probed.get((label, *key), {}).get("error", "not probed")))
+                continue
+            if time.monotonic() > end:
+                emit(dict(rec, ok=False, error="budget spent before it ran"))
+                continue
+            fn = (lambda m=menu, p=persistent: one_pass(self.model, self.x, self.y, m, p))
+            try:
+                start = time.monotonic()
+                got = fn()
+                sync()
+                rec.update(warmup_s=round(time.monotonic() - start, 2), error_vs_fast=worst_error(got, self.want))
+                rec.update(kernel_count(fn))
+                rec["ok"] = rec["error_vs_fast"] <= TOLERANCE or label == "fast"
+                if not rec["ok"]:
+                    rec["error"] = f"differs from fast by {rec['error_vs_fast']:.2e} (relative)"
+            except Exception as exc:  # noqa: BLE001 - recorded, the next variant goes on
+                rec.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+            if rec["ok"]:
+                self.live.append((rec, fn, []))
+            else:
+                emit(rec)
+
+    def time_rounds(self, deadline: float, max_rounds: int, emit) -> None:
+        """Interleaved rounds (every variant once per round): at least 3, more until ``deadline``."""
+        rounds = 0
+        while self.live and rounds < max_rounds and (rounds < 3 or time.monotonic() < deadline):
+            for rec, fn, samples in self.live:
+                try:
+                    samples.append(timed(fn))
+                except Exception as exc:  # noqa: BLE001 - recorded with what it had
+                    rec.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+            for failed in [v for v in self.live if not v[0]["ok"]]:
+                emit(failed[0])
+            self.live = [v for v in self.live if v[0]["ok"]]
+            rounds += 1
+        for rec, _, samples in self.live:
+            med = statistics.median(samples) if samples else None
+            rec.update(rounds=len(samples), samples_ms=[round(s, 4) for s in samples],
+                       ms_median=med, us_per_step=None if med is None else round(1000 * med / SEQ_LEN, 2))
+            emit(rec)
+
+
+def best_entries(records: list[dict], provenance: dict) -> list[dict]:
+    """Per shape, the fastest correct triton variant, as a tuning-table row."""
+    rows = []
+    for depth, batch in SHAPES:
+        done = [r for r in records if r["L"] == depth and r["batch"] == batch and r.get("ok")
+                and r["menu"] is not None and r.get("us_per_step") is not None]
+        if not done:
+            continue
+        best = min(done, key=lambda r: r["us_per_step"])
+        rows.append(dict(m=best["M"], n=best["n"], kd=best["kd"], batch=batch, dtype="float32", menu=best["menu"],
+                         persistent=best["persistent"], us_per_step=best["us_per_step"], **provenance))
+    return rows
+
+
+def print_table(records: list[dict]) -> None:
+    print(f"{'L':>3} {'batch':>5}  {'variant':<20} {'us/step':>9} {'rounds':>6} {'cuda ops':>8} {'triton':>6} "
+          f"{'err vs fast':>11}  note")
+    for r in records:
+        us = f"{r['us_per_step']:.1f}" if r.get("us_per_step") is not None else "-"
+        err = f"{r['error_vs_fast']:.1e}" if r.get("error_vs_fast") is not None else "-"
+        note = "" if r.get("ok") else r.get("error", "")[:70]
+        print(f"{r['L']:>3} {r['batch']:>5}  {r['variant']:<20} {us:>9} {r.get('rounds', 0):>6} "
+              f"{r.get('cuda_ops', '-'):>8} {r.get('triton_kernels', '-'):>6} {err:>11}  {note}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("triton_tune"))
+    ap.add_argument("--budget-s", type=float, default=120.0)
+    ap.add_argument("--rounds", type=int, default=25, help="at most this many timed rounds per shape (at least 3)")
+    ap.add_argument("--check-fp64", action="store_true",
+                    help="instead of timing: compiled float64 against eager (per step and persistent)")
+    ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                    help="cpu: a dry run of this script at toy sizes under TRITON_INTERPRET=1 (tests)")
+    args = ap.parse_args()
+    if args.device == "cpu":
+        dry_run_on_cpu()
+    elif not torch.cuda.is_available():
+        print("error: benchmarks/triton_tune.py times kernels on a CUDA GPU; none is available", file=sys.stderr)
+        return 2
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if args.probe:
+        return probe(args)
+    if args.check_fp64:
+        return check_fp64(args.out)
+    import triton
+
+    from tlstm_bench.models import triton_tlstm
+
+    start = time.monotonic()
+    args.out.mkdir(parents=True, exist_ok=True)
+    records: list[dict] = []
+    log = (args.out / "records.jsonl").open("a")
+
+    def emit(rec: dict) -> None:
+        records.append(rec)
+        log.write(json.dumps(rec) + "\n")
+        log.flush()
+
+    name = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (interpreter dry run)"
+    provenance = dict(device=name, triton=triton.__version__, torch=torch.__version__)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if DEVICE == "cuda" else None
+    emit(dict(kind="provenance", **provenance, cooperative=triton_tlstm.cooperative_launch_supported(), sms=sms,
+              budget_s=args.budget_s))
+    end = start + args.budget_s
+    child = start_probe()  # persistent variants: compiled and run once there, meanwhile
+    shapes = [Shape(depth, batch) for depth, batch in SHAPES]
+    for shape in shapes:
+        shape.warm_up([("fast", None, False)] + variant_names(False), None, end, emit)
+    probed = finish_probe(child, start + 0.6 * args.budget_s - time.monotonic())
+    for key, rec in probed.items():
+        emit(dict(kind="probe", variant=key[0], L=key[1], batch=key[2], **rec))
+    for shape in shapes:
+        shape.warm_up(variant_names(True), probed, end, emit)
+    for i, shape in enumerate(shapes):
+        left = end - time.monotonic()
+        shape.time_rounds(time.monotonic() + left / (len(shapes) - i), args.rounds, emit)
+    timings = [r for r in records if r.get("kind") == "timing"]
+    table = {"entries": best_entries(timings, provenance)}
+    (args.out / "table.json").write_text(json.dumps(table, indent=1) + "\n")
+    print_table(timings)
+    print(f"{len(table['entries'])} table rows in {args.out / 'table.json'}; {time.monotonic() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Tile sizes and the launch path (per step or persistent) per shape.
+
+A program owns BN locations x BM channels of one example; BK (forward) and BG (backward)
+are the widths of the product's inner loop. The choice comes from a small menu
+(``MENU``): the tuning table (``tuning.json``, written by ``benchmarks/triton_tune.py`` on a
+GPU) picks a menu entry and the path for the shapes it measured, and ``default_choice`` for
+every other shape. Only menu entries can be chosen, so ``benchmarks/triton_compile.py`` can
+compile every variant the dispatcher can launch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import triton
+
+TABLE = Path(__file__).with_name("tuning.json")
+PERSISTENT_ENV = "TLSTM_TRITON_PERSISTENT"  # auto (default) | 0 (never) | 1 (always; error if impossible)
+
+
+@dataclass(frozen=True)
+class Menu:
+    """One entry of the tile menu: fixed BN, BM, BK, BG and warps (only KDP and NJP, the
+    padded Kd and channel-tile count, follow the shape), so that the compile check can
+    compile every tile set the dispatcher can choose."""
+    bn: int
+    bm: int
+    bk: int
+    bg: int
+    warps: int = 4
+
+
+# "wide": the tiles of the first H100 run (tl.dot on 16 x 16 tiles); "narrow" and "single":
+# more, smaller programs for batch 1 (the issue-19 step body: channels split 8 to a program,
+# broadcast products; "single" for one location, 2D at L = 1), and wide inner loops (BK, BG
+# 128: at M <= 128 one turn per kernel entry, so a step is a few dependent loads, not a
+# dozen); "fp64": float64 takes the broadcast product everywhere (common.mma), with small
+# inner widths to keep it in registers.
+MENU = {
+    "wide": Menu(16, 16, 32, 64),
+    "narrow": Menu(4, 8, 128, 128),
+    "single": Menu(1, 8, 128, 128),
+    "fp64": Menu(8, 16, 16, 16),
+}
+FLOAT32_MENU = ("wide", "narrow", "single")
+
+
+def pow2(x: int, least: int = 1) -> int:
+    return max(least, triton.next_power_of_2(max(int(x), 1)))
+
+
+def tiles_for(menu: Menu, m: int, kd: int) -> dict[str, int]:
+    """The constexpr tile sizes of one menu entry for M channels and Kd kernel entries."""
+    return dict(BN=menu.bn, BM=menu.bm, BK=menu.bk, BG=menu.bg, KDP=pow2(kd, 2), NJP=pow2(triton.cdiv(m, menu.bm)),
+                num_warps=menu.warps)
+
+
+def default_choice(m: int, n: int, batch: int, dtype: str) -> tuple[str, bool | None]:
+    """(menu entry, persistent?) for a shape the table lacks (None: not measured, so per step
+    unless forced). Untuned guesses: at batch 1 and M <= 128 more, smaller programs, else the
+    wide tiles."""
+    if dtype == "float64":
+        return "fp64", None
+    if batch == 1 and m <= 128:
+        return ("single" if n == 1 else "narrow"), None
+    return "wide", None
+
+
+@lru_cache(maxsize=None)
+def _table(path: str) -> dict:
+    if not os.path.exists(path):
+        return {}
+    out = {}
+    for row in json.loads(Path(path).read_text())["entries"]:
+        allowed = FLOAT32_MENU if row["dtype"] == "float32" else ("fp64",)
+        if row["menu"] not in allowed:  # only tile sets the compile check compiles for that dtype
+            continue
+        out[(row["m"], row["n"], row["kd"], row["batch"], row["dtype"])] = (row["menu"], row["persistent"])
+    return out
+
+
+def choose(m: int, n: int, kd: int, batch: int, dtype: str) -> tuple[str, bool | None]:
+    """(menu entry, persistent?) for a shape: the tuning table's, else ``default_choice``."""
+    hit = _table(str(TABLE)).get((m, n, kd, batch, dtype))
+    return hit if hit is not None else default_choice(m, n, batch, dtype)
+
+
+def persistent_mode() -> str:
+    value = os.environ.get(PERSISTENT_ENV, "auto").strip().lower()
+    return {"": "auto", "auto": "auto", "0": "off", "off": "off", "1": "on", "on": "on"}.get(value, value)
