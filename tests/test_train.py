@@ -59,6 +59,7 @@ def test_a_few_steps_reduce_the_loss():
                   "torch_version", "device_name", "threads"):
         assert field in record
     assert record["valid_metric"] is None  # the algorithmic tasks have only a test set
+    assert record["samples_per_s"] == pytest.approx(900 / record["wall_time_s"])  # issue 19: training speed
 
 
 def test_a_solved_task_stops_and_records_samples_to_solve(monkeypatch):

@@ -331,7 +331,8 @@ def _prepare(groups: list, failures: dict, report) -> list:
     """Warm up each group in turn (never two on the device at once); the groups still alive."""
     alive = []
     for group in groups:
-        note(report, "warm-up " + ", ".join(f"{c.config} L={c.depth}" for c in group.cases), "detail")
+        names = sorted({c.config for c in group.cases}, key=[c.config for c in group.cases].index)
+        note(report, f"warm-up: {len(group.cases)} case(s) of {', '.join(names)}", "detail")
         try:
             failures.update(group.prepare())
         except GroupFailed as exc:

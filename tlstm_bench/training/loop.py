@@ -339,6 +339,8 @@ class Trainer:
             samples_seen=c.samples, samples_to_solve=c.samples_to_solve, solved=c.samples_to_solve is not None,
             steps=c.step, epochs_done=(c.samples / self.epoch_samples) if self.epoch_samples else None,
             stop_reason=c.stop_reason, history=c.history, resumed_at=c.resumed_at, wall_time_s=c.wall_time,
+            # samples seen per second of training wall time, evaluations and checkpoints included
+            samples_per_s=c.samples / c.wall_time if c.wall_time > 0 else None,
         )
         for name in ("valid_metric", "test_metric"):
             value = record[name]
