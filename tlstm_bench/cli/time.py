@@ -45,7 +45,6 @@ def time_(
     """Time forward + loss + backward per timestep, batch 1, warm-up excluded, median and IQR."""
     from ..results import workspace  # the core is imported here: a torch-free CLI start-up
     from ..timing import measure_cases, plan_cases
-    from ..results.view import WITHIN_SPREAD, WITHIN_SPREAD_NOTE
     from .save import save_records
 
     store = not no_store
@@ -73,23 +72,29 @@ def time_(
         writer.writerows(records)
         print(buf.getvalue(), end="")
     elif records:
-        table = runtime_table(records, levels)
-        console.print(table)
-        first = records[0]
-        threads = f"{first['threads']} thread{'' if first['threads'] == 1 else 's'}"
-        console.print(f"{first['device_name']} ({first['device']}), {threads}, {first['dtype']}, "
-                      f"flush denormals: {first['flush_denormal']}; T={seq_len}, batch 1, {repeats} repeats "
-                      f"after {warmup} warm-up, interleaved. ms per timestep: median (IQR).", highlight=False)
-        if any(WITHIN_SPREAD in cell for column in table.columns for cell in column.cells):
-            console.print(WITHIN_SPREAD_NOTE, highlight=False)
-        if paths:
-            console.print(f"{len(paths)} records written under {paths[0].parent}")
+        _print_table(records, levels, paths, f"T={seq_len}, batch 1, {repeats} repeats after {warmup} warm-up")
     for case, why in failed.items():  # one implementation's failure never costs another's records
         err_console.print(f"error: {case.config} L={case.depth} {case.implementation or 'default'} failed "
                           f"(the other cases were timed): {why.splitlines()[0]}", markup=False, highlight=False,
                           soft_wrap=True)
     if failed:
         raise typer.Exit(1)
+
+
+def _print_table(records: list[dict], levels: list[int], paths: list, settings: str) -> None:
+    from ..results.view import WITHIN_SPREAD, WITHIN_SPREAD_NOTE
+
+    table = runtime_table(records, levels)
+    console.print(table)
+    first = records[0]
+    threads = f"{first['threads']} thread{'' if first['threads'] == 1 else 's'}"
+    console.print(f"{first['device_name']} ({first['device']}), {threads}, {first['dtype']}, "
+                  f"flush denormals: {first['flush_denormal']}; {settings}, interleaved. "
+                  "ms per timestep: median (IQR).", highlight=False)
+    if any(WITHIN_SPREAD in cell for column in table.columns for cell in column.cells):
+        console.print(WITHIN_SPREAD_NOTE, highlight=False)
+    if paths:
+        console.print(f"{len(paths)} records written under {paths[0].parent}")
 
 
 def runtime_table(records: list[dict], depths: list[int]) -> Table:
