@@ -246,9 +246,11 @@ def _cases(settings: dict, injection: str | None) -> list[Case]:
 
 
 def _measure_timing(settings: dict, device: str, cases: list[Case], delay) -> list[dict]:
+    # isolate=False: the gate is one measurement of fixed implementations (an error fails it), and
+    # its test hooks (delay, the injected fast+NAME copies) live in this process only
     return measure_cases(cases, channels=settings["channels"], seq_len=settings["seq_len"], device=device,
                          repeats=settings["repeats"], warmup=settings["warmup"], threads=settings["threads"],
-                         delay=delay, min_sample_s=settings["min_sample_s"])
+                         delay=delay, min_sample_s=settings["min_sample_s"], isolate=False)
 
 
 def _measure_counters(settings: dict, device: str, cases: list[Case]) -> dict[str, dict[str, int]]:
