@@ -1,8 +1,10 @@
 """Time the ``triton`` implementation's tile sets and paths on a GPU; write the tuning table.
 
-For each shape (2D, M = 100, L = 1 and 10, batch 1 and 15, T = 100, float32, TF32 off) and
-each variant (every float32 tile-menu entry, per step and persistent where a cooperative
-grid fits, plus ``fast`` as the reference), it times forward + loss + backward with CUDA
+For each shape (2D, M = 100, L = 1 and 10, batch 1 and 15, and 3D+CN at L = 10, batch 15,
+the training shape of issue 19; T = 100, float32, TF32 off) and each variant (every float32
+tile-menu entry, per step and persistent where a cooperative grid fits, plus ``fast`` as the
+reference and, at 2D shapes, the cuDNN baselines at the same M and L: the shared-weight
+sLSTM's ``cudnn`` and the untied stacked LSTM ``lstm``), it times forward + loss + backward with CUDA
 events: a warm-up (which compiles), then rounds in which every variant runs once in turn
 (interleaved, so a drifting clock or a busy neighbour hits all alike); the median over
 rounds is kept. It checks each variant's outputs and gradients against ``fast`` (float32,
@@ -35,24 +37,26 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-SHAPES = [(1, 1), (10, 1), (1, 15), (10, 15)]  # (L, batch)
-CONFIG, CHANNELS, SEQ_LEN, VOCAB = "2d", 100, 100, 20
+SHAPES = [("2d", 1, 1), ("2d", 10, 1), ("2d", 1, 15), ("2d", 10, 15), ("3d-cn", 10, 15)]  # (config, L, batch)
+CHANNELS, SEQ_LEN, VOCAB = 100, 100, 20
 DEVICE = "cuda"
+# timed beside the 2D shapes: what a user would pick instead (same M, L, batch, T); not tuned
+BASELINES = (("slstm/cudnn", "slstm", "cudnn"), ("lstm/cudnn", "lstm", "cudnn"))
 
 
 def dry_run_on_cpu() -> None:
     """--device cpu (with TRITON_INTERPRET=1): the same flow at toy sizes, to test the script."""
     global SHAPES, CHANNELS, SEQ_LEN, DEVICE
-    SHAPES, CHANNELS, SEQ_LEN, DEVICE = [(1, 1), (2, 1)], 4, 2, "cpu"
+    SHAPES, CHANNELS, SEQ_LEN, DEVICE = [("2d", 1, 1), ("2d", 2, 1)], 4, 2, "cpu"
 TOLERANCE = 1e-4  # float32 against fast, relative to each tensor's largest entry
 
 
-def make(depth: int, batch: int, impl: str):
+def make(config: str, depth: int, batch: int, impl: str):
     """A model, an input and targets, the same values for every variant of a shape."""
     from tlstm_bench.models import build_model
 
     torch.manual_seed(0)
-    model = build_model(CONFIG, depth, vocab=VOCAB, channels=CHANNELS, implementation=impl).to(DEVICE)
+    model = build_model(config, depth, vocab=VOCAB, channels=CHANNELS, implementation=impl).to(DEVICE)
     g = torch.Generator().manual_seed(1)
     x = torch.randint(0, VOCAB, (batch, SEQ_LEN), generator=g).to(DEVICE)
     y = torch.randint(0, VOCAB, (batch, SEQ_LEN), generator=g).to(DEVICE)
@@ -101,18 +105,19 @@ def kernel_count(fn) -> dict:
 
 def probe(args) -> int:
     """Child process: run every persistent variant of every shape once; a JSON line each."""
-    for depth, batch in SHAPES:
-        model, x, y = make(depth, batch, "fast")
+    for config, depth, batch in SHAPES:
+        model, x, y = make(config, depth, batch, "fast")
         want = one_pass(model, x, y, None, False)
         for label, menu, persistent in variant_names(True):
-            print(json.dumps({"probe": label, "L": depth, "batch": batch, "started": True}), flush=True)
+            print(json.dumps({"probe": label, "config": config, "L": depth, "batch": batch, "started": True}),
+                  flush=True)
             try:
                 got = one_pass(model, x, y, menu, persistent)
                 sync()
                 rec = {"ok": True, "error_vs_fast": worst_error(got, want)}
             except Exception as exc:  # noqa: BLE001 - recorded, the next variant goes on
                 rec = {"ok": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
-            print(json.dumps({"probe": label, "L": depth, "batch": batch, **rec}), flush=True)
+            print(json.dumps({"probe": label, "config": config, "L": depth, "batch": batch, **rec}), flush=True)
     return 0
 
 
@@ -124,7 +129,7 @@ def start_probe() -> subprocess.Popen:
 
 
 def finish_probe(child: subprocess.Popen, timeout_s: float) -> dict:
-    """{(label, L, batch): record} from the child; a variant that started and never ended hung."""
+    """{(label, config, L, batch): record} from the child; a variant that started and never ended hung."""
     try:
         stdout, stderr = child.communicate(timeout=max(timeout_s, 1))
         note = f"exit {child.returncode}: {stderr.strip()[-300:]}"
@@ -136,7 +141,7 @@ def finish_probe(child: subprocess.Popen, timeout_s: float) -> dict:
     for line in stdout.splitlines():
         if line.startswith("{"):
             rec = json.loads(line)
-            key = (rec.pop("probe"), rec.pop("L"), rec.pop("batch"))
+            key = (rec.pop("probe"), rec.pop("config"), rec.pop("L"), rec.pop("batch"))
             out[key] = rec
     for key, rec in out.items():
         if rec.get("started"):
@@ -196,17 +201,29 @@ def timed(fn) -> float:
 class Shape:
     """One shape's model, data, the reference result of ``fast`` and its warmed-up variants."""
 
-    def __init__(self, depth: int, batch: int):
-        self.model, self.x, self.y = make(depth, batch, "fast")
+    def __init__(self, config: str, depth: int, batch: int):
+        self.model, self.x, self.y = make(config, depth, batch, "fast")
         self.want = one_pass(self.model, self.x, self.y, None, False)
-        self.base = dict(kind="timing", config=CONFIG, M=CHANNELS, L=depth, batch=batch, T=SEQ_LEN,
+        self.base = dict(kind="timing", config=config, M=CHANNELS, L=depth, batch=batch, T=SEQ_LEN,
                          n=self.model.num_locations, kd=self.model.arch.kernel_entries)
         self.live: list[tuple] = []  # (record, pass function, samples)
+        self.baselines: dict = {}  # label -> (model, x, y) of a cuDNN baseline (2D shapes on CUDA)
+        if config == "2d" and DEVICE == "cuda":
+            for label, other, impl in BASELINES:
+                self.baselines[label] = make(other, depth, batch, impl)
+
+    def baseline_variants(self) -> list[tuple[str, None, bool]]:
+        return [(label, None, False) for label in self.baselines]
+
+    def pass_fn(self, label: str, menu, persistent: bool):
+        if label in self.baselines:
+            return lambda m=self.baselines[label]: one_pass(*m, None, False)
+        return lambda: one_pass(self.model, self.x, self.y, menu, persistent)
 
     def warm_up(self, variants, probed: dict | None, end: float, emit) -> None:
         """First pass (compiles), error vs fast and kernel count of each variant; failures are
         recorded and skipped. Persistent variants only if the probe ran them (``probed``)."""
-        key = (self.base["L"], self.base["batch"])
+        key = (self.base["config"], self.base["L"], self.base["batch"])
         for label, menu, persistent in variants:
             rec = dict(self.base, variant=label, menu=menu, persistent=persistent)
             if probed is not None and not probed.get((label, *key), {}).get("ok"):
@@ -215,14 +232,18 @@ class Shape:
             if time.monotonic() > end:
                 emit(dict(rec, ok=False, error="budget spent before it ran"))
                 continue
-            fn = (lambda m=menu, p=persistent: one_pass(self.model, self.x, self.y, m, p))
+            fn = self.pass_fn(label, menu, persistent)
             try:
                 start = time.monotonic()
                 got = fn()
                 sync()
-                rec.update(warmup_s=round(time.monotonic() - start, 2), error_vs_fast=worst_error(got, self.want))
+                rec["warmup_s"] = round(time.monotonic() - start, 2)
+                if label in self.baselines:  # another model: nothing to compare with
+                    rec["baseline"] = True
+                else:
+                    rec["error_vs_fast"] = worst_error(got, self.want)
                 rec.update(kernel_count(fn))
-                rec["ok"] = rec["error_vs_fast"] <= TOLERANCE or label == "fast"
+                rec["ok"] = label == "fast" or label in self.baselines or rec["error_vs_fast"] <= TOLERANCE
                 if not rec["ok"]:
                     rec["error"] = f"differs from fast by {rec['error_vs_fast']:.2e} (relative)"
             except Exception as exc:  # noqa: BLE001 - recorded, the next variant goes on
@@ -255,8 +276,8 @@ class Shape:
 def best_entries(records: list[dict], provenance: dict) -> list[dict]:
     """Per shape, the fastest correct triton variant, as a tuning-table row."""
     rows = []
-    for depth, batch in SHAPES:
-        done = [r for r in records if r["L"] == depth and r["batch"] == batch and r.get("ok")
+    for config, depth, batch in SHAPES:
+        done = [r for r in records if (r["config"], r["L"], r["batch"]) == (config, depth, batch) and r.get("ok")
                 and r["menu"] is not None and r.get("us_per_step") is not None]
         if not done:
             continue
@@ -267,13 +288,13 @@ def best_entries(records: list[dict], provenance: dict) -> list[dict]:
 
 
 def print_table(records: list[dict]) -> None:
-    print(f"{'L':>3} {'batch':>5}  {'variant':<20} {'us/step':>9} {'rounds':>6} {'cuda ops':>8} {'triton':>6} "
+    print(f"{'config':<6} {'L':>3} {'batch':>5}  {'variant':<20} {'us/step':>9} {'rounds':>6} {'cuda ops':>8} {'triton':>6} "
           f"{'err vs fast':>11}  note")
     for r in records:
         us = f"{r['us_per_step']:.1f}" if r.get("us_per_step") is not None else "-"
         err = f"{r['error_vs_fast']:.1e}" if r.get("error_vs_fast") is not None else "-"
         note = "" if r.get("ok") else r.get("error", "")[:70]
-        print(f"{r['L']:>3} {r['batch']:>5}  {r['variant']:<20} {us:>9} {r.get('rounds', 0):>6} "
+        print(f"{r['config']:<6} {r['L']:>3} {r['batch']:>5}  {r['variant']:<20} {us:>9} {r.get('rounds', 0):>6} "
               f"{r.get('cuda_ops', '-'):>8} {r.get('triton_kernels', '-'):>6} {err:>11}  {note}")
 
 
@@ -320,12 +341,12 @@ def main() -> int:
               budget_s=args.budget_s))
     end = start + args.budget_s
     child = start_probe()  # persistent variants: compiled and run once there, meanwhile
-    shapes = [Shape(depth, batch) for depth, batch in SHAPES]
+    shapes = [Shape(*shape) for shape in SHAPES]
     for shape in shapes:
-        shape.warm_up([("fast", None, False)] + variant_names(False), None, end, emit)
+        shape.warm_up([("fast", None, False)] + shape.baseline_variants() + variant_names(False), None, end, emit)
     probed = finish_probe(child, start + 0.6 * args.budget_s - time.monotonic())
     for key, rec in probed.items():
-        emit(dict(kind="probe", variant=key[0], L=key[1], batch=key[2], **rec))
+        emit(dict(kind="probe", variant=key[0], config=key[1], L=key[2], batch=key[3], **rec))
     for shape in shapes:
         shape.warm_up(variant_names(True), probed, end, emit)
     for i, shape in enumerate(shapes):
