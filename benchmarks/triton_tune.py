@@ -70,12 +70,14 @@ def variant_names(persistent: bool) -> list[tuple[str, str | None, bool]]:
     return [(f"{m}/{'persistent' if persistent else 'step'}", m, persistent) for m in tiles.FLOAT32_MENU]
 
 
-def one_pass(model, x, y, label_menu, persistent):
-    """Forward + loss + backward; the gradients as a flat list."""
+def one_pass(model, x, y, label_menu, persistent, baseline: bool = False):
+    """Forward + loss + backward; the gradients as a flat list. ``baseline``: another model,
+    run with its own implementation."""
     from tlstm_bench.models import triton_tlstm
 
     model.zero_grad(set_to_none=True)
-    model.implementation = "fast" if label_menu is None else "triton"
+    if not baseline:
+        model.implementation = "fast" if label_menu is None else "triton"
     if label_menu is None:
         out, _ = model(x)
     else:
@@ -217,7 +219,7 @@ class Shape:
 
     def pass_fn(self, label: str, menu, persistent: bool):
         if label in self.baselines:
-            return lambda m=self.baselines[label]: one_pass(*m, None, False)
+            return lambda m=self.baselines[label]: one_pass(*m, None, False, baseline=True)
         return lambda: one_pass(self.model, self.x, self.y, menu, persistent)
 
     def warm_up(self, variants, probed: dict | None, end: float, emit) -> None:
@@ -245,10 +247,13 @@ class Shape:
                 rec.update(kernel_count(fn))
                 rec["ok"] = label == "fast" or label in self.baselines or rec["error_vs_fast"] <= TOLERANCE
                 if not rec["ok"]:
+                    # it ran but computes something else: timed all the same (how fast it would
+                    # be is worth knowing while it is being fixed), never put in the table
                     rec["error"] = f"differs from fast by {rec['error_vs_fast']:.2e} (relative)"
+                    rec["wrong"] = True
             except Exception as exc:  # noqa: BLE001 - recorded, the next variant goes on
                 rec.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
-            if rec["ok"]:
+            if rec["ok"] or rec.get("wrong"):
                 self.live.append((rec, fn, []))
             else:
                 emit(rec)
@@ -261,10 +266,12 @@ class Shape:
                 try:
                     samples.append(timed(fn))
                 except Exception as exc:  # noqa: BLE001 - recorded with what it had
-                    rec.update(ok=False, error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
-            for failed in [v for v in self.live if not v[0]["ok"]]:
-                emit(failed[0])
-            self.live = [v for v in self.live if v[0]["ok"]]
+                    rec.update(ok=False, wrong=False,
+                               error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+            failed = [v for v in self.live if not v[0]["ok"] and not v[0].get("wrong")]
+            for rec, _, _ in failed:
+                emit(rec)
+            self.live = [v for v in self.live if v not in failed]
             rounds += 1
         for rec, _, samples in self.live:
             med = statistics.median(samples) if samples else None
@@ -293,7 +300,7 @@ def print_table(records: list[dict]) -> None:
     for r in records:
         us = f"{r['us_per_step']:.1f}" if r.get("us_per_step") is not None else "-"
         err = f"{r['error_vs_fast']:.1e}" if r.get("error_vs_fast") is not None else "-"
-        note = "" if r.get("ok") else r.get("error", "")[:70]
+        note = "" if r.get("ok") else ("WRONG, timed anyway: " if r.get("wrong") else "") + r.get("error", "")[:60]
         print(f"{r['config']:<6} {r['L']:>3} {r['batch']:>5}  {r['variant']:<20} {us:>9} {r.get('rounds', 0):>6} "
               f"{r.get('cuda_ops', '-'):>8} {r.get('triton_kernels', '-'):>6} {err:>11}  {note}")
 

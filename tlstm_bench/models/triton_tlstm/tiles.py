@@ -53,10 +53,18 @@ def pow2(x: int, least: int = 1) -> int:
     return max(least, triton.next_power_of_2(max(int(x), 1)))
 
 
+# Diagnostics only (benchmarks/triton_diag.py), unset in normal use: the least padded
+# kernel width and the warps of every program, to tell a layout-dependent fault from a
+# logic error on a device.
+DIAG_KDP_MIN_ENV, DIAG_WARPS_ENV = "TLSTM_TRITON_DIAG_KDP_MIN", "TLSTM_TRITON_DIAG_WARPS"
+
+
 def tiles_for(menu: Menu, m: int, kd: int) -> dict[str, int]:
     """The constexpr tile sizes of one menu entry for M channels and Kd kernel entries."""
-    return dict(BN=menu.bn, BM=menu.bm, BK=menu.bk, BG=menu.bg, KDP=pow2(kd, 2), NJP=pow2(triton.cdiv(m, menu.bm)),
-                num_warps=menu.warps)
+    kdp_min = int(os.environ.get(DIAG_KDP_MIN_ENV) or 2)
+    warps = int(os.environ.get(DIAG_WARPS_ENV) or menu.warps)
+    return dict(BN=menu.bn, BM=menu.bm, BK=menu.bk, BG=menu.bg, KDP=pow2(kd, kdp_min),
+                NJP=pow2(triton.cdiv(m, menu.bm)), num_warps=warps)
 
 
 def default_choice(m: int, n: int, batch: int, dtype: str) -> tuple[str, bool | None]:
