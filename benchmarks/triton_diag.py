@@ -34,6 +34,10 @@ CASES = [("2d", 3, 20, 3, 7), ("2d-f", 3, 20, 3, 7), ("3d", 3, 20, 3, 7), ("2d-m
 KNOBS = {"default": {}, "kdp16": {"TLSTM_TRITON_DIAG_KDP_MIN": "16"}, "warps1": {"TLSTM_TRITON_DIAG_WARPS": "1"}}
 MENUS = ("wide", "single")
 BUFFER_CASE = ("2d", 3, 20, 3, 7)
+# --verify: the fix on a device, every tile set, no knob, every memory-convolution configuration
+VERIFY_CASES = [("2d", 3, 20, 3, 7), ("2d-f", 3, 20, 3, 7), ("3d-cn", 3, 20, 3, 7), ("3d-ln", 2, 20, 3, 7),
+                ("2d-m", 3, 20, 3, 7), ("3d", 2, 20, 3, 7), ("2d", 10, 100, 1, 20)]
+VERIFY_MENUS = ("wide", "narrow", "single")
 
 
 def run(config, depth, channels, batch, seq_len, impl, device, dtype, menu=None):
@@ -137,6 +141,8 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=90.0)
     ap.add_argument("--dump", type=Path, help=argparse.SUPPRESS)  # the child: dump on the CPU interpreter
     ap.add_argument("--menu", default="wide", help=argparse.SUPPRESS)
+    ap.add_argument("--verify", action="store_true",
+                    help="only the end-to-end part, every tile set, every configuration, no knob: a fix on a device")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                     help="cpu: the end-to-end part under TRITON_INTERPRET=1 (a dry run of this script)")
     args = ap.parse_args()
@@ -158,6 +164,12 @@ def main() -> int:
         log.flush()
         print(json.dumps(rec), flush=True)
 
+    if args.verify:
+        global CASES, MENUS, KNOBS
+        CASES, MENUS, KNOBS = VERIFY_CASES, VERIFY_MENUS, {"default": {}}
+        end_to_end(args.device, emit, start + args.budget_s)
+        print(f"triton_diag --verify: {time.monotonic() - start:.0f} s")
+        return 0
     env = dict(os.environ, TRITON_INTERPRET="1")
     cpu_path, gpu_path = args.out / "buffers_cpu.pt", args.out / "buffers_gpu.pt"
     child = None

@@ -126,7 +126,8 @@ def probe(args) -> int:
 def start_probe() -> subprocess.Popen:
     """The child that runs every persistent variant once (compiling them into Triton's on-disk
     cache meanwhile, while this process compiles the per-step kernels)."""
-    cmd = [sys.executable, __file__, "--probe", "--device", DEVICE]
+    cmd = [sys.executable, __file__, "--probe", "--device", DEVICE,
+           "--shapes", ",".join(f"{c}:{d}:{b}" for c, d, b in SHAPES)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -309,6 +310,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("triton_tune"))
     ap.add_argument("--budget-s", type=float, default=120.0)
+    ap.add_argument("--shapes", default=None,
+                    help="only these shapes, e.g. 2d:10:1,2d:1:1 (config:L:batch; default: all of SHAPES)")
     ap.add_argument("--rounds", type=int, default=25, help="at most this many timed rounds per shape (at least 3)")
     ap.add_argument("--check-fp64", action="store_true",
                     help="instead of timing: compiled float64 against eager (per step and persistent)")
@@ -318,6 +321,9 @@ def main() -> int:
     args = ap.parse_args()
     if args.device == "cpu":
         dry_run_on_cpu()
+    if args.shapes:
+        global SHAPES
+        SHAPES = [(c, int(d), int(b)) for c, d, b in (item.split(":") for item in args.shapes.split(","))]
     elif not torch.cuda.is_available():
         print("error: benchmarks/triton_tune.py times kernels on a CUDA GPU; none is available", file=sys.stderr)
         return 2

@@ -53,6 +53,11 @@ def pow2(x: int, least: int = 1) -> int:
     return max(least, triton.next_power_of_2(max(int(x), 1)))
 
 
+# The kernel entries (Kd: 3 in 2D, 9 in 3D) are padded to KDP >= 16. With KDP = 4 (2D), the
+# H100 (Triton 3.6, sm_90, the "wide" tiles) counted the Q path of dL/dh twice: the broadcast
+# product of a (16, 4) by a (4, 16) block came out doubled, while the interpreter, float64 and
+# KDP = 16 were right (results/evidence/gpu/2026-11-26-h100-2/, benchmarks/triton_diag.py).
+KDP_MIN = 16
 # Diagnostics only (benchmarks/triton_diag.py), unset in normal use: the least padded
 # kernel width and the warps of every program, to tell a layout-dependent fault from a
 # logic error on a device.
@@ -61,7 +66,7 @@ DIAG_KDP_MIN_ENV, DIAG_WARPS_ENV = "TLSTM_TRITON_DIAG_KDP_MIN", "TLSTM_TRITON_DI
 
 def tiles_for(menu: Menu, m: int, kd: int) -> dict[str, int]:
     """The constexpr tile sizes of one menu entry for M channels and Kd kernel entries."""
-    kdp_min = int(os.environ.get(DIAG_KDP_MIN_ENV) or 2)
+    kdp_min = int(os.environ.get(DIAG_KDP_MIN_ENV) or KDP_MIN)
     warps = int(os.environ.get(DIAG_WARPS_ENV) or menu.warps)
     return dict(BN=menu.bn, BM=menu.bm, BK=menu.bk, BG=menu.bg, KDP=pow2(kd, kdp_min),
                 NJP=pow2(triton.cdiv(m, menu.bm)), num_warps=warps)
