@@ -417,3 +417,21 @@ def test_the_graph_step_checks_run_in_processes_of_their_own_and_a_dying_one_fai
     results, _ = correctness.run_graph_checks("failing-test", items, opts, 240, dying)
     assert [(r["config"], r["passed"]) for r in results] == [("2d", False), ("3d", False)]
     assert all("died" in r["error"] for r in results)  # one process each: the second was not left unchecked
+
+
+def test_commit_argument_wins_over_a_stale_git(monkeypatch):
+    """The second H100 session's device copy carried a .git at an older commit than its
+    files: --commit is what the caller sent, so it is recorded; git's answer is kept beside."""
+    import importlib
+
+    from benchmarks.evidence import provenance
+
+    results_provenance = importlib.import_module("tlstm_bench.results.provenance")  # the module, not the function
+
+    monkeypatch.setattr(results_provenance, "git_info", lambda: {"git_commit": "f6f4aed", "git_dirty": False})
+    info = provenance.code_provenance("dd8b68f")
+    assert (info["git_commit"], info["commit_source"], info["git_commit_seen"]) == ("dd8b68f", "--commit", "f6f4aed")
+    assert info["git_dirty"] is None
+    same = provenance.code_provenance("f6f4aed")
+    assert same["git_commit"] == "f6f4aed" and "git_commit_seen" not in same and same["git_dirty"] is False
+    assert provenance.code_provenance(None)["commit_source"] == "git"

@@ -44,7 +44,12 @@ def _git_files_commit() -> str | None:
     return None
 
 def code_provenance(commit_arg: str | None) -> dict:
-    """Commit (git, else the .git files, else --commit), dirty flag, code hash. No torch."""
+    """Commit (--commit if given, else git, else the .git files), dirty flag, code hash. No torch.
+
+    ``--commit`` wins: the device copy of a checkout can carry a stale ``.git`` (the second
+    H100 session's did: git said the session's first commit while the files were a later
+    one), and the caller knows what it sent. What git said then is kept as ``git_commit_seen``;
+    the code hash is what ties a record to the code either way."""
     from tlstm_bench.results.provenance import code_version, git_info
 
     info = {**git_info(), "code_version": code_version()}
@@ -52,10 +57,11 @@ def code_provenance(commit_arg: str | None) -> dict:
     if not info.get("git_commit"):
         info["git_commit"] = _git_files_commit()
         source = ".git files" if info["git_commit"] else None
-    if not info.get("git_commit") and commit_arg:
+    if commit_arg:
+        if info.get("git_commit") and info["git_commit"] != commit_arg:
+            info["git_commit_seen"] = info["git_commit"]
+            info["git_dirty"] = None  # git's dirty flag was about another commit
         info["git_commit"], source = commit_arg, "--commit"
-    if commit_arg and info.get("git_commit") and commit_arg != info["git_commit"]:
-        info["commit_arg_mismatch"] = commit_arg
     info["commit_source"] = source or "unknown"
     info["git_commit"] = info.get("git_commit") or "unknown"
     info["code_hash"] = code_hash()
