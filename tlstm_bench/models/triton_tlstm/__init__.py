@@ -13,9 +13,9 @@ softmax Q, memory-cell convolution, LN/CN, new c) is one step body (``forward.py
 * one launch per sequence each way (``forward_persistent``, ``backward_persistent``): the
   same body in a loop over the steps with a grid barrier (atomics, ``common.grid_barrier``)
   where a launch boundary was. It needs every program resident: a cooperative launch, the
-  grid no larger than the GPU's SMs. Used where the tuning table measured it faster
-  (``launch.Geometry`` decides; ``TLSTM_TRITON_PERSISTENT=0/1`` forces either); the
-  interpreter runs it only with one program (tests).
+  grid no larger than the GPU's SMs. Used for float32 wherever that holds, unless the tuning
+  table measured per step faster (``launch.Geometry`` decides; ``TLSTM_TRITON_PERSISTENT=0/1``
+  forces either); the interpreter runs it only with one program (tests).
 
 Tiles come per shape from a menu and a tuning table (``tiles.py``). float32 and float64
 (float64 through a broadcast product the GPU compiler accepts in every Triton version, for

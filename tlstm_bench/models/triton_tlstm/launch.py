@@ -75,11 +75,11 @@ class Geometry(SequenceShapes):
 
 def _choose_path(grid: tuple, device: torch.device, preferred: bool | None) -> bool:
     """Persistent or per step. Forced (tests, tuner) or TLSTM_TRITON_PERSISTENT=1: persistent,
-    or a one-line error where it is impossible; =0: per step. Otherwise (auto): persistent
-    where the tuning table measured it faster for the shape and it is possible here, else per
-    step. Opt-in until measured: a device run has not yet shown the barrier right, and a hung
-    barrier would hang every caller (time, the evidence script); the tuner probes it in a
-    child process with a time limit."""
+    or a one-line error where it is impossible; =0: per step. Otherwise (auto): what the
+    tuning table or ``tiles.default_choice`` prefers (persistent for float32) where it is
+    possible here, else per step. The barrier was shown right on an H100 (13 and 130
+    programs, results/evidence/gpu/2026-11-26-h100-2/); a cooperative launch refuses a grid
+    that cannot be resident, so the barrier cannot wait on a program that never starts."""
     want = _FORCED.get("persistent")
     mode = tiling.persistent_mode()
     if mode not in ("auto", "on", "off"):

@@ -73,14 +73,17 @@ def tiles_for(menu: Menu, m: int, kd: int) -> dict[str, int]:
 
 
 def default_choice(m: int, n: int, batch: int, dtype: str) -> tuple[str, bool | None]:
-    """(menu entry, persistent?) for a shape the table lacks (None: not measured, so per step
-    unless forced). Untuned guesses: at batch 1 and M <= 128 more, smaller programs, else the
-    wide tiles."""
+    """(menu entry, persistent?) for a shape the table lacks. float32: persistent wherever it
+    is possible (``launch._choose_path``), with the tiles the H100 measured fastest for 2D at
+    M = 100 (results/evidence/gpu/2026-11-26-h100-2/): at batch 1 one location per program
+    ("single": 25.9 / 30.7 us per timestep at L = 1 / 10, "narrow" 30.8 / 35.6, "wide" 66.6 /
+    74.3), "narrow" where one location per program would make too many programs to be
+    resident; at larger batches the wide tiles. float64 (checks, not speed): per step."""
     if dtype == "float64":
         return "fp64", None
     if batch == 1 and m <= 128:
-        return ("single" if n == 1 else "narrow"), None
-    return "wide", None
+        return ("single" if n <= 10 else "narrow"), True
+    return "wide", True
 
 
 @lru_cache(maxsize=None)
