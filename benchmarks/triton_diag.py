@@ -13,6 +13,11 @@ Two parts, each case in its own try, a line of JSON each (``--out``/diag.jsonl):
    backward buffer compared step by step: the first step and buffer that differ, per location.
 
     PYTHONPATH=. python3 benchmarks/triton_diag.py --out $OUT/diag --budget-s 90
+
+On the H100 the interpreter child failed inside Triton 3.6's interpreter (a numpy error), so
+the buffer comparison was made on a CPU machine from the device's ``buffers_gpu.pt``:
+
+    TRITON_INTERPRET=1 PYTHONPATH=. python3 benchmarks/triton_diag.py --compare results/evidence/gpu/2026-11-26-h100-2/run2-diag/buffers_gpu.pt
 """
 
 from __future__ import annotations
@@ -135,12 +140,25 @@ def compare(gpu: dict, cpu: dict) -> list[dict]:
     return out
 
 
+def tiles_menu() -> dict:
+    from tlstm_bench.models.triton_tlstm import tiles
+
+    return tiles.MENU
+
+
+def tiles_equal(entry, t: dict) -> bool:
+    """Whether a menu entry has the tile sizes a dump recorded (its menu is not in the dump)."""
+    return (entry.bn, entry.bm, entry.bk, entry.bg) == (t["BN"], t["BM"], t["BK"], t["BG"])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("triton_diag"))
     ap.add_argument("--budget-s", type=float, default=90.0)
     ap.add_argument("--dump", type=Path, help=argparse.SUPPRESS)  # the child: dump on the CPU interpreter
     ap.add_argument("--menu", default="wide", help=argparse.SUPPRESS)
+    ap.add_argument("--compare", type=Path, metavar="BUFFERS_GPU_PT",
+                    help="compare a device's buffers_gpu.pt with the interpreter's, here (TRITON_INTERPRET=1)")
     ap.add_argument("--verify", action="store_true",
                     help="only the end-to-end part, every tile set, every configuration, no knob: a fix on a device")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
@@ -148,6 +166,17 @@ def main() -> int:
     args = ap.parse_args()
     if args.dump:
         dump("cpu", args.dump, args.menu)
+        return 0
+    if args.compare:
+        gpu = torch.load(args.compare)
+        cpu_path = args.out / "buffers_cpu.pt"
+        args.out.mkdir(parents=True, exist_ok=True)
+        # the device's padding and warps (its tiles may predate a change of the defaults)
+        os.environ["TLSTM_TRITON_DIAG_KDP_MIN"] = str(gpu["tiles"]["KDP"])
+        os.environ["TLSTM_TRITON_DIAG_WARPS"] = str(gpu["tiles"]["num_warps"])
+        dump("cpu", cpu_path, next(m for m, e in tiles_menu().items() if tiles_equal(e, gpu["tiles"])))
+        for rec in compare(gpu, torch.load(cpu_path)):
+            print(json.dumps(rec), flush=True)
         return 0
     if args.device == "cuda" and not torch.cuda.is_available():
         print("error: benchmarks/triton_diag.py compares compiled kernels on a CUDA GPU; none is available",

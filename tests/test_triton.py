@@ -351,3 +351,42 @@ def test_tune_script_dry_run_records_every_variant(tmp_path):
     assert by[(2, "wide/step")]["ok"] and by[(2, "wide/step")]["rounds"] >= 3
     table = json.loads((tmp_path / "table.json").read_text())["entries"]
     assert {(row["n"], row["batch"]) for row in table} == {(1, 1), (2, 1)}
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_diag_finds_the_h100_fault_in_its_recorded_buffers(tmp_path):
+    """benchmarks/triton_diag.py --compare on the buffers the H100 wrote (2d, L = 3, wide tiles,
+    KDP = 4): the forward buffers equal the interpreter's, the backward ones first differ at
+    the first step with a next step (7 of 9), at locations 1 and 2 only."""
+    pytest.importorskip("triton")
+    root = os.path.join(os.path.dirname(__file__), "..")
+    gpu = os.path.join(root, "results", "evidence", "gpu", "2026-11-26-h100-2", "run2-diag", "buffers_gpu.pt")
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=root)
+    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "triton_diag.py"), "--out", str(tmp_path),
+                           "--compare", gpu], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    recs = {r["buffer"]: r for r in map(json.loads, done.stdout.splitlines()) if r.get("part") == "buffers"}
+    assert set(recs) == {"hs", "cs", "acts", "dcs", "das", "dql"}
+    for name in ("hs", "cs", "acts"):
+        assert recs[name]["bad_steps"] == [], recs[name]
+    dcs = recs["dcs"]
+    assert dcs["first_bad_step"] == 7 and dcs["per_location"][0] == 0.0 and min(dcs["per_location"][1:]) > 1e-3
+
+
+@pytest.mark.triton
+def test_diag_end_to_end_reports_each_menu_and_knob(tt, monkeypatch):
+    """benchmarks/triton_diag.py's end-to-end part (what --verify runs on a device) under the
+    interpreter, at a toy size: a record per case, menu and knob, right against float64."""
+    root = os.path.join(os.path.dirname(__file__), "..")
+    monkeypatch.syspath_prepend(os.path.join(root, "benchmarks"))
+    import triton_diag
+
+    monkeypatch.setattr(triton_diag, "CASES", [("2d", 2, 4, 1, 3)])
+    monkeypatch.setattr(triton_diag, "MENUS", ("single",))
+    monkeypatch.setattr(triton_diag, "KNOBS", {"default": {}, "kdp4": {"TLSTM_TRITON_DIAG_KDP_MIN": "4"}})
+    recs = []
+    triton_diag.end_to_end("cpu", recs.append, float("inf"))
+    assert [(r["menu"], r["knob"]) for r in recs] == [("single", "default"), ("single", "kdp4")]
+    assert all(r["ok"] and r["max_rel"] < 1e-4 for r in recs), recs
+    assert "TLSTM_TRITON_DIAG_KDP_MIN" not in os.environ  # the knob is undone
