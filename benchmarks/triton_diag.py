@@ -1,6 +1,8 @@
-"""Find where compiled ``triton`` float32 departs from the oracle on a GPU (issue 18's second
-device run found 2D tLSTMs with the memory-cell convolution wrong in their gradients on an
-H100, 0.1-0.2 relative, while the interpreter and float64 agree with ``eager``).
+"""Find where compiled ``triton`` float32 departs from the float64 oracle on a GPU.
+
+The second H100 session found 2D tLSTMs with the memory-cell convolution wrong in their
+gradients (0.1-0.2 relative) while the interpreter and float64 agreed with ``eager``; this
+script found why (docs/triton.md, "The padded kernel width").
 
 Two parts, each case in its own try, a line of JSON each (``--out``/diag.jsonl):
 
