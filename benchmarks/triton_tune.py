@@ -7,10 +7,12 @@ reference and, at 2D shapes, the cuDNN baselines at the same M and L: the shared
 sLSTM's ``cudnn`` and the untied stacked LSTM ``lstm``), it times forward + loss + backward with CUDA
 events: a warm-up (which compiles), then rounds in which every variant runs once in turn
 (interleaved, so a drifting clock or a busy neighbour hits all alike); the median over
-rounds is kept. It checks each variant's outputs and gradients against ``fast`` (float32,
-relative to the largest entry) and counts the GPU ops of one pass with the profiler (all, and
-this package's kernel launches).
-A failing variant is recorded (its error) and the rest go on; the persistent variants are
+rounds is kept. A variant is correct if it passes ``check_variant`` (float32 against ``eager``
+in float64 at the shape's configuration and depth, small sizes; see CHECK_TOLERANCE); one
+that runs but fails it is timed anyway, marked ``wrong``, and never tabled. Its difference
+from ``fast`` at the timed shape is recorded for information, and the GPU ops of one pass are
+counted with the profiler (all, and this package's kernel launches).
+A variant that fails to run is recorded (its error) and the rest go on; the persistent variants are
 first run once in a child process with a time limit (60% of the budget; it compiles them
 into Triton's cache while this process compiles the per-step ones), so that a hung grid
 barrier costs that limit, not the session.
