@@ -63,11 +63,13 @@ def errors(got: dict, want: dict) -> dict:
     return {k: ((got[k] - v).norm() / v.norm().clamp_min(1e-30)).item() for k, v in want.items() if v is not None}
 
 
-def end_to_end(device: str, emit, deadline: float) -> None:
-    for case in CASES:
+def end_to_end(device: str, emit, deadline: float, cases=None, menus=None, knobs=None) -> None:
+    """``triton`` (float32) against ``eager`` (float64) per case, tile set and knob (the
+    module's CASES, MENUS and KNOBS unless given)."""
+    for case in cases or CASES:
         want = run(*case, "eager", device, torch.float64)
-        for menu in MENUS:
-            for knob, env in KNOBS.items():
+        for menu in menus or MENUS:
+            for knob, env in (knobs or KNOBS).items():
                 rec = dict(part="end_to_end", case=list(case), menu=menu, knob=knob)
                 if time.monotonic() > deadline:
                     emit(dict(rec, error="budget spent"))
@@ -153,7 +155,7 @@ def tiles_equal(entry, t: dict) -> bool:
     return (entry.bn, entry.bm, entry.bk, entry.bg) == (t["BN"], t["BM"], t["BK"], t["BG"])
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("triton_diag"))
     ap.add_argument("--budget-s", type=float, default=90.0)
@@ -165,20 +167,57 @@ def main() -> int:
                     help="only the end-to-end part, every tile set, every configuration, no knob: a fix on a device")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                     help="cpu: the end-to-end part under TRITON_INTERPRET=1 (a dry run of this script)")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def compare_here(gpu_file: Path, out: Path) -> None:
+    """The interpreter's buffers for the device's tiles, here, compared with the device's."""
+    gpu = torch.load(gpu_file)
+    cpu_path = out / "buffers_cpu.pt"
+    out.mkdir(parents=True, exist_ok=True)
+    # the device's padding and warps (its tiles may predate a change of the defaults)
+    os.environ["TLSTM_TRITON_DIAG_KDP_MIN"] = str(gpu["tiles"]["KDP"])
+    os.environ["TLSTM_TRITON_DIAG_WARPS"] = str(gpu["tiles"]["num_warps"])
+    dump("cpu", cpu_path, next(m for m, e in tiles_menu().items() if tiles_equal(e, gpu["tiles"])))
+    for rec in compare(gpu, torch.load(cpu_path)):
+        print(json.dumps(rec), flush=True)
+
+
+def diagnose(args: argparse.Namespace, emit, start: float) -> None:
+    """Both parts: the buffers (on CUDA, the interpreter's in a child meanwhile) and end to end."""
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    cpu_path, gpu_path = args.out / "buffers_cpu.pt", args.out / "buffers_gpu.pt"
+    child = None
+    if args.device == "cuda":  # the interpreter's buffers, meanwhile, on the CPU cores
+        child = subprocess.Popen([sys.executable, __file__, "--dump", str(cpu_path), "--menu", "wide"], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            dump("cuda", gpu_path, "wide")
+        except Exception as exc:  # noqa: BLE001
+            emit(dict(part="buffers", error=f"gpu dump: {type(exc).__name__}: {exc}"[:300]))
+    end_to_end(args.device, emit, start + 0.8 * args.budget_s)
+    if child is None:
+        return
+    try:
+        text, _ = child.communicate(timeout=max(5.0, start + args.budget_s - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        child.kill()
+        emit(dict(part="buffers", error="the interpreter child did not finish in the budget"))
+        return
+    if child.returncode != 0:
+        emit(dict(part="buffers", error=f"interpreter child exit {child.returncode}: {text[-300:]}"))
+    elif gpu_path.exists():
+        for rec in compare(torch.load(gpu_path), torch.load(cpu_path)):
+            emit(rec)
+
+
+def main() -> int:
+    args = parse_args()
     if args.dump:
         dump("cpu", args.dump, args.menu)
         return 0
     if args.compare:
-        gpu = torch.load(args.compare)
-        cpu_path = args.out / "buffers_cpu.pt"
-        args.out.mkdir(parents=True, exist_ok=True)
-        # the device's padding and warps (its tiles may predate a change of the defaults)
-        os.environ["TLSTM_TRITON_DIAG_KDP_MIN"] = str(gpu["tiles"]["KDP"])
-        os.environ["TLSTM_TRITON_DIAG_WARPS"] = str(gpu["tiles"]["num_warps"])
-        dump("cpu", cpu_path, next(m for m, e in tiles_menu().items() if tiles_equal(e, gpu["tiles"])))
-        for rec in compare(gpu, torch.load(cpu_path)):
-            print(json.dumps(rec), flush=True)
+        compare_here(args.compare, args.out)
         return 0
     if args.device == "cuda" and not torch.cuda.is_available():
         print("error: benchmarks/triton_diag.py compares compiled kernels on a CUDA GPU; none is available",
@@ -196,34 +235,10 @@ def main() -> int:
         print(json.dumps(rec), flush=True)
 
     if args.verify:
-        global CASES, MENUS, KNOBS
-        CASES, MENUS, KNOBS = VERIFY_CASES, VERIFY_MENUS, {"default": {}}
-        end_to_end(args.device, emit, start + args.budget_s)
-        print(f"triton_diag --verify: {time.monotonic() - start:.0f} s")
-        return 0
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    cpu_path, gpu_path = args.out / "buffers_cpu.pt", args.out / "buffers_gpu.pt"
-    child = None
-    if args.device == "cuda":  # the interpreter's buffers, meanwhile, on the CPU cores
-        child = subprocess.Popen([sys.executable, __file__, "--dump", str(cpu_path), "--menu", "wide"], env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
-            dump("cuda", gpu_path, "wide")
-        except Exception as exc:  # noqa: BLE001
-            emit(dict(part="buffers", error=f"gpu dump: {type(exc).__name__}: {exc}"[:300]))
-    end_to_end(args.device, emit, start + 0.8 * args.budget_s)
-    if child is not None:
-        try:
-            text, _ = child.communicate(timeout=max(5.0, start + args.budget_s - time.monotonic()))
-            if child.returncode != 0:
-                emit(dict(part="buffers", error=f"interpreter child exit {child.returncode}: {text[-300:]}"))
-            elif gpu_path.exists():
-                for rec in compare(torch.load(gpu_path), torch.load(cpu_path)):
-                    emit(rec)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            emit(dict(part="buffers", error="the interpreter child did not finish in the budget"))
-    print(f"triton_diag: {time.monotonic() - start:.0f} s")
+        end_to_end(args.device, emit, start + args.budget_s, VERIFY_CASES, VERIFY_MENUS, {"default": {}})
+    else:
+        diagnose(args, emit, start)
+    print(f"triton_diag{' --verify' if args.verify else ''}: {time.monotonic() - start:.0f} s")
     return 0
 
 

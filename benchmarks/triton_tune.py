@@ -169,10 +169,17 @@ def finish_probe(child: subprocess.Popen, timeout_s: float) -> dict:
     return out
 
 
+def tests_on_path() -> None:
+    """tests/ importable (model_helpers.outputs_and_grads: the oracle comparisons), once."""
+    tests = str(Path(__file__).resolve().parents[1] / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+
+
 def check_fp64(out: Path) -> int:
     """Compiled float64 (per step and persistent) against eager, outputs and every gradient:
     what the first H100 run could not compile. Writes check.jsonl; exit 1 if one differs."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    tests_on_path()
     from model_helpers import outputs_and_grads
 
     from tlstm_bench.models import triton_tlstm
@@ -202,7 +209,7 @@ def check_fp64(out: Path) -> int:
 
 def check_variant(config: str, depth: int, menu: str, persistent: bool, oracles: dict) -> dict:
     """{check_max_rel, check_worst, ok} of one variant against eager in float64 (CHECK_SIZES)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    tests_on_path()
     from model_helpers import outputs_and_grads
 
     from tlstm_bench.models import triton_tlstm
@@ -357,7 +364,7 @@ def print_table(records: list[dict]) -> None:
               f"{r.get('cuda_ops', '-'):>8} {r.get('triton_kernels', '-'):>6} {f64:>8} {err:>8}  {note}")
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("triton_tune"))
     ap.add_argument("--budget-s", type=float, default=120.0)
@@ -369,21 +376,12 @@ def main() -> int:
     ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                     help="cpu: a dry run of this script at toy sizes under TRITON_INTERPRET=1 (tests)")
-    args = ap.parse_args()
-    if args.device == "cpu":
-        dry_run_on_cpu()
-    elif not torch.cuda.is_available():
-        print("error: benchmarks/triton_tune.py times kernels on a CUDA GPU; none is available", file=sys.stderr)
-        return 2
-    if args.shapes:
-        global SHAPES
-        SHAPES = [(c, int(d), int(b)) for c, d, b in (item.split(":") for item in args.shapes.split(","))]
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    if args.probe:
-        return probe(args)
-    if args.check_fp64:
-        return check_fp64(args.out)
+    return ap.parse_args()
+
+
+def tune(args: argparse.Namespace) -> None:
+    """Warm up every variant of every shape (the persistent ones after the probe), time them in
+    interleaved rounds, write records.jsonl and table.json, print the table."""
     import triton
 
     from tlstm_bench.models import triton_tlstm
@@ -421,6 +419,25 @@ def main() -> int:
     (args.out / "table.json").write_text(json.dumps(table, indent=1) + "\n")
     print_table(timings)
     print(f"{len(table['entries'])} table rows in {args.out / 'table.json'}; {time.monotonic() - start:.0f} s")
+
+
+def main() -> int:
+    args = parse_args()
+    if args.device == "cpu":
+        dry_run_on_cpu()
+    elif not torch.cuda.is_available():
+        print("error: benchmarks/triton_tune.py times kernels on a CUDA GPU; none is available", file=sys.stderr)
+        return 2
+    if args.shapes:
+        global SHAPES
+        SHAPES = [(c, int(d), int(b)) for c, d, b in (item.split(":") for item in args.shapes.split(","))]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if args.probe:
+        return probe(args)
+    if args.check_fp64:
+        return check_fp64(args.out)
+    tune(args)
     return 0
 
 

@@ -40,17 +40,24 @@ def cells_of(tmp_path: Path) -> tuple[Path, list]:
     return spec, expand(load_spec(spec), code=CODE)
 
 
-def test_a_claim_left_by_a_sweep_killed_after_the_record_is_cleared(tmp_path, fake_env):
-    """Issue 20, item 1: a sweep killed between storing a cell's record and releasing its claim
-    left the lock behind for ever (no later run claims a recorded cell)."""
+def recorded_with_a_claim(tmp_path, pid: int):
+    """Every cell of a sweep recorded, and a claim (lock) of its first cell by process ``pid``
+    left on it: (spec, store root, lock path, the claim)."""
     spec, cells = cells_of(tmp_path)
     root = tmp_path / "store"
     for cell in cells:
         store.write_record(make_record(cell, {"ms_per_step": 1.0}), "t", root=root, record_id=cell.id)
     lock = locks.lock_path(root, "t", cells[0].id)
     lock.parent.mkdir(parents=True)
-    lock.write_text(json.dumps({"host": socket.gethostname(), "pid": dead_pid(), "created": time.time(),
-                                "expires": time.time() + 600}))
+    claim = {"host": socket.gethostname(), "pid": pid, "created": time.time(), "expires": time.time() + 600}
+    lock.write_text(json.dumps(claim))
+    return spec, root, lock, claim
+
+
+def test_a_claim_left_by_a_sweep_killed_after_the_record_is_cleared(tmp_path, fake_env):
+    """Issue 20, item 1: a sweep killed between storing a cell's record and releasing its claim
+    left the lock behind for ever (no later run claims a recorded cell)."""
+    spec, root, lock, _ = recorded_with_a_claim(tmp_path, dead_pid())
     summary = run_sweep(spec, root=root, cell_fn=FAKE, code=CODE)
     assert summary.exit_code == 0 and summary.count("skipped-done") == 8
     assert not list(lock.parent.glob("*.lock*"))
@@ -58,14 +65,7 @@ def test_a_claim_left_by_a_sweep_killed_after_the_record_is_cleared(tmp_path, fa
 
 
 def test_a_live_claim_of_a_recorded_cell_is_left_alone(tmp_path, fake_env):
-    spec, cells = cells_of(tmp_path)
-    root = tmp_path / "store"
-    for cell in cells:
-        store.write_record(make_record(cell, {"ms_per_step": 1.0}), "t", root=root, record_id=cell.id)
-    lock = locks.lock_path(root, "t", cells[0].id)
-    lock.parent.mkdir(parents=True)
-    live = {"host": socket.gethostname(), "pid": os.getpid(), "created": time.time(), "expires": time.time() + 600}
-    lock.write_text(json.dumps(live))
+    spec, root, lock, live = recorded_with_a_claim(tmp_path, os.getpid())
     assert run_sweep(spec, root=root, cell_fn=FAKE, code=CODE).exit_code == 0
     assert json.loads(lock.read_text()) == live
 
