@@ -267,6 +267,19 @@ def test_cli_trains_and_saves_the_record(tmp_path):
     assert record["causal"] is True
 
 
+def test_cli_alphabet_is_a_task_option(tmp_path):
+    """Issue 30: docs/tasks.md documented --alphabet (64) but train had no such option."""
+    args = ["train", "2d", "--task", "memorization", "--symbols", "3", "--channels", "4", "--max-samples", "30",
+            "--eval-every", "30", "--results-dir", str(tmp_path)]
+    result = runner.invoke(app, [*args, "--alphabet", "5"])
+    assert result.exit_code == 0, result.output
+    (path,) = (tmp_path / "store" / "training").glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["task_options"]["alphabet"] == 5  # what the built task reports: its symbols
+    line = one_line_error(runner.invoke(app, [*args, "--alphabet", "65"]))
+    assert "--alphabet" in line and "64" in line
+
+
 def test_cli_errors(tmp_path, monkeypatch):
     monkeypatch.delenv("TLSTM_BENCH_DATA", raising=False)
     line = one_line_error(runner.invoke(app, ["train", "2d", "--task", "wiki", "--channels", "4"]))
