@@ -75,3 +75,108 @@ def test_the_link_check_fails_on_a_broken_link(tmp_path):
     page.write_text("[a](missing.md) [b](#nowhere)\n# Here\n")
     assert links(page) == ["missing.md", "#nowhere"]
     assert not (tmp_path / "missing.md").exists() and "nowhere" not in anchors(page) and "here" in anchors(page)
+
+
+# ---- every flag the docs write exists (issue 30: docs/tasks.md named a --alphabet that train lacked) ----
+# 1. On a command line (a code span or a code-block line: `tlstm-bench train 2d --depth 2`, or
+#    `python -m tlstm_bench time ...`, up to a `&&`, `;`, pipe or comment), each flag after the
+#    command must be an option of that command.
+# 2. Any other flag must be an option of some command or, once the page has named a script of
+#    benchmarks/, an option some script declares (add_argument).
+COMMAND = re.compile(r"(?:tlstm-bench|python3? -m tlstm_bench)\s+([a-z][a-z-]*)(?:\s+([a-z][a-z-]*))?")
+SCRIPT = re.compile(r"\bbenchmarks[/.][\w/.]+")
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+DECLARED = re.compile(r"""add_argument\(\s*(?:["']-\w["']\s*,\s*)?["'](--[a-z0-9-]+)["']""")
+SEPARATOR = re.compile(r"&&|\|\||;|\s\|\s|(?:^|\s)#")
+# Flags of other tools, or of no command on purpose (each with why).
+OTHER_TOOLS = {
+    "--index-url": "pip's, in the CI example",
+    "--short": "git status's",
+    "--root": "the sweep's cell process (tlstm_bench/sweeps/cell.py), named to explain a design choice",
+}
+
+
+def command_options() -> dict[str, set[str]]:
+    """{"train": {"--depth", ...}, "data download": {...}}: every command's options, from click."""
+    import typer.main
+
+    from tlstm_bench.cli import app
+
+    root = typer.main.get_command(app)
+    common = {o for p in root.params for o in p.opts if o.startswith("--")} | {"--help"}
+
+    def walk(group, prefix: str) -> dict[str, set[str]]:
+        found = {}
+        for name, command in getattr(group, "commands", {}).items():
+            path = f"{prefix} {name}".strip()
+            found[path] = common | {o for p in command.params for o in (*p.opts, *getattr(p, "secondary_opts", ()))
+                                    if o.startswith("--")}
+            found.update(walk(command, path))
+        return found
+
+    return walk(root, "")
+
+
+def script_options() -> set[str]:
+    return {m.group(1) for path in (ROOT / "benchmarks").rglob("*.py") for m in DECLARED.finditer(path.read_text())}
+
+
+def _code(text: str):
+    """(offset, code) of every code-block line and inline code span."""
+    offset, fenced = 0, False
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif fenced:
+            yield offset, line
+        else:
+            yield from ((offset + m.start(1), m.group(1)) for m in re.finditer(r"`([^`]+)`", line))
+        offset += len(line)
+
+
+def command_line_flags(text: str, commands: dict) -> dict[int, str]:
+    """{offset of a flag: the command whose line it is on} (rule 1)."""
+    found = {}
+    for offset, code in _code(text):
+        start = 0
+        for end in [m.start() for m in SEPARATOR.finditer(code)] + [len(code)]:
+            command = COMMAND.search(code, start, end)
+            if command is not None:
+                name = f"{command.group(1)} {command.group(2)}"
+                name = name if name in commands else command.group(1)
+                found.update({offset + m.start(): name for m in FLAG.finditer(code, command.end(), end)})
+            start = end
+    return found
+
+
+def flags_not_found(page: Path, commands: dict, scripts: set) -> list[str]:
+    text, problems = page.read_text(), []
+    strict = command_line_flags(text, commands)
+    anywhere = set().union(*commands.values())
+    first_script = min((m.start() for m in SCRIPT.finditer(text)), default=len(text))
+    for m in FLAG.finditer(text):
+        flag, at = m.group(0), m.start()
+        if at in strict:
+            known, what = commands.get(strict[at], set()), f"an option of {strict[at]}"
+        elif at > first_script:
+            known, what = anywhere | scripts, "an option of any command or script"
+        else:
+            known, what = anywhere, "an option of any command"
+        if flag not in known and flag not in OTHER_TOOLS:
+            problems.append(f"{page.name}:{text.count(chr(10), 0, at) + 1}: {flag} is not {what}")
+    return problems
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.parent.name != "evidence"], ids=lambda p: p.name)
+def test_every_flag_the_docs_write_exists(page):
+    assert flags_not_found(page, command_options(), script_options()) == []
+
+
+def test_the_flag_check_fails_on_a_flag_a_command_lacks(tmp_path):
+    commands = {"train": {"--depth", "--symbols"}, "time": {"--depths"}}
+    page = tmp_path / "p.md"
+    page.write_text("`tlstm-bench train 2d --depth 2 --depths 3` and `tlstm-bench time --depths 2 && x --depth`\n\n"
+                    "| memorization | `--symbols`, `--alphabet` |\n\n`benchmarks/ladder.py --skip`, `--seeds`\n")
+    problems = [p.split(": ", 1)[1] for p in flags_not_found(page, commands, {"--skip"})]
+    assert problems == ["--depths is not an option of train", "--alphabet is not an option of any command",
+                        "--seeds is not an option of any command or script"]

@@ -260,3 +260,100 @@ def test_figures_and_tables_planted_as_links_are_replaced_not_written_through(st
     for name in names:
         assert not (out / name).is_symlink() and (out / name).stat().st_size > 0
     assert report.tables == out / "tables.md"
+
+
+# ---- the first figure a newcomer makes (issue 30): the quick sweep's shape -----------------
+def quick_like_store(root: Path, *, solved: bool = True, repeats: int = 3) -> None:
+    """Memorization at L = 1, 2 (two cells solved when ``solved``, the rest capped at 7,500
+    samples; 3d-ln and 3d-cn both at 100% at L = 2) and runtime at L = 1, 3, each configuration's
+    depths timed together (one timing_group), ``repeats`` samples each."""
+    for config in ("slstm", "2d", "3d-ln", "3d-cn"):
+        for depth in (1, 2):
+            top = solved and depth == 2 and config.startswith("3d")
+            _write(root, "q", {"id": f"tr-{config}-{depth}", "kind": "train", "task": "memorization",
+                               "config": config, "depth": depth, "seed": 0, "metric": "accuracy",
+                               "test_metric": 1.0 if top else 0.3, "solved": top, "max_samples": 7500,
+                               "samples_to_solve": 5250 if top else None, "samples_seen": 5250 if top else 7500})
+        for depth in (1, 3):
+            samples = [0.1 * depth + 0.01 * k * (k % 2 + 1) for k in range(repeats)]
+            _write(root, "q", {"id": f"rt-{config}-{depth}", "kind": "runtime", "task": "memorization",
+                               "config": config, "depth": depth, "seed": 0, "implementation": "fast", "seq_len": 20,
+                               "channels": 8, "ms_per_step": float(np.median(samples)), "ms_iqr": 0.01,
+                               "samples": samples, "timing_group": f"g-{config}", "threads": 1})
+
+
+def quick_figure(tmp_path, **kw):
+    from tlstm_bench.plotting.figures import task_figure
+
+    quick_like_store(tmp_path / "store", **kw)
+    fig, result = task_figure(read_frame("q", root=tmp_path / "store"), "q", "memorization")
+    return {panel: ax for panel, ax in zip(result.panels, fig.axes)}, result
+
+
+def test_each_panel_shows_and_names_exactly_its_own_depths(tmp_path):
+    axes, result = quick_figure(tmp_path)
+    assert result.panels == ["metric", "samples", "runtime"]
+    for panel, depths, word in (("metric", [1, 2], "trained"), ("samples", [1, 2], "trained"),
+                                ("runtime", [1, 3], "timed")):
+        assert list(axes[panel].get_xticks()) == depths
+        assert axes[panel].get_xlabel() == f"depth L ({word} at L = {', '.join(map(str, depths))})"
+
+
+def test_equal_values_of_two_configurations_do_not_hide_each_other(tmp_path):
+    """3d-ln and 3d-cn both at 100% at L = 2: their markers are apart by more than a marker."""
+    axes, result = quick_figure(tmp_path)
+    ax = axes["metric"]
+    ends = {}
+    for container in ax.containers:  # one errorbar container per line drawn
+        line = container.lines[0]
+        if container.get_label() in ("3d-ln", "3d-cn"):
+            x, y = line.get_xdata()[-1], line.get_ydata()[-1]
+            ends[container.get_label()] = ax.transData.transform((x, y))
+            size = line.get_markersize() * ax.figure.dpi / 72  # pixels
+    assert set(ends) == {"3d-ln", "3d-cn"}
+    assert abs(ends["3d-ln"][0] - ends["3d-cn"][0]) > size
+    assert result.lines == ["slstm", "2d", "3d-ln", "3d-cn"]  # the legend: one entry per configuration
+
+
+def test_samples_panel_shows_the_unsolved_cells_at_their_cap(tmp_path):
+    axes, _ = quick_figure(tmp_path)
+    ax = axes["samples"]
+    hollow = [c for c in ax.collections if len(c.get_offsets()) and (c.get_facecolor()[:, :3] == 1).all()]
+    ys = sorted(float(y) for c in hollow for _, y in c.get_offsets())
+    assert ys == [7500.0] * 6  # slstm and 2d at L = 1, 2; 3d-ln and 3d-cn at L = 1
+    assert "2 of 8 cells solved" in ax.get_title()
+    assert ax.get_legend().get_texts()[0].get_text() == "not solved by 7,500 samples (the cap)"
+    assert ax.get_ylim()[0] == 0
+
+
+def test_samples_panel_is_left_out_when_no_cell_solved(tmp_path):
+    _, result = quick_figure(tmp_path, solved=False)
+    assert result.panels == ["metric", "runtime"]
+    assert any("No cell solved the task within 7,500 samples" in n for n in result.notes)
+
+
+@pytest.mark.parametrize("repeats, dots, caption", [
+    (3, True, "median of 3 repeats; dots: each repeat"),
+    (9, False, "median of 9 repeats; bars: interquartile range"),
+])
+def test_runtime_spread_is_drawn_honestly_for_few_repeats(tmp_path, repeats, dots, caption):
+    """Quartiles of 3 repeats are interpolations that look one-sided: show the repeats instead."""
+    axes, _ = quick_figure(tmp_path, repeats=repeats)
+    ax = axes["runtime"]
+    assert ax.get_title().endswith(caption)
+    points = sum(len(c.get_offsets()) for c in ax.collections if len(c.get_offsets()) == repeats)
+    assert points == (4 * 2 * repeats if dots else 0)
+    assert ax.get_ylabel() == "ms per timestep (forward + loss + backward)"
+
+
+def test_the_figure_says_how_far_a_cpu_comparison_between_configurations_goes(tmp_path):
+    from tlstm_bench.plotting.figures import runtime_trust
+
+    _, result = quick_figure(tmp_path)
+    (note,) = [n for n in result.notes if n.startswith("CPU runtime")]
+    assert "each line's depths were timed together" in note and "do not compare heights across lines" in note
+    frame = read_frame("q", root=tmp_path / "store")
+    runtime = frame[frame["kind"] == "runtime"]
+    assert "every point was timed in one process" in runtime_trust(runtime.assign(timing_group="one"))
+    assert "do not say which points" in runtime_trust(runtime.assign(timing_group=None))
+    assert runtime_trust(runtime.assign(device="cuda")) is None

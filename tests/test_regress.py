@@ -207,3 +207,33 @@ def test_update_writes_into_the_results_dir_it_is_given(tmp_path):
     (tmp_path / "res" / "baselines").write_text("a file where the folder goes")
     result = CliRunner().invoke(app, ["regress", "--quick", "--update", "--results-dir", str(tmp_path / "res")])
     assert result.exit_code == 2 and "baselines" in result.output and "Traceback" not in result.output
+
+
+def test_after_update_the_cli_says_which_baseline_a_check_reads(tmp_path, monkeypatch):
+    """Issue 30: after `regress --update`, `regress --quick` still read the shipped baseline and
+    said nothing; now --update says how to check against the new file, and a check that reads the
+    shipped one while the results folder holds a written one says so."""
+    from tlstm_bench.timing.regress import default_baseline
+
+    core = importlib.import_module("tlstm_bench.timing.regress")
+    written = tmp_path / "res" / "baselines" / "cpu.json"
+
+    def fake(**kw):
+        result = _fake_result(status=0)
+        result.baseline_path, result.updated = str(kw["baseline"] or default_baseline("cpu")), kw["update"]
+        if kw["update"]:
+            written.parent.mkdir(parents=True, exist_ok=True)
+            written.write_text("{}")
+        return result
+
+    monkeypatch.setattr(core, "regress", fake)
+    monkeypatch.setenv("COLUMNS", "400")  # one line per message, to read them whole
+    run = lambda *args: CliRunner().invoke(app, ["regress", "--quick", "--results-dir", str(tmp_path / "res"), *args])
+    out = run("--update").output
+    assert f"baseline written: {written}" in out
+    assert f"tlstm-bench regress --quick --baseline {written}" in out and str(default_baseline("cpu")) in out
+    out = run().output
+    assert f"the one --update wrote is {written}: add --baseline {written}" in out
+    assert "--update wrote" not in run("--baseline", str(written)).output  # asked for: nothing to hint
+    report = json.loads(run("--format", "json").stdout)
+    assert any(str(written) in note for note in report["notes"])

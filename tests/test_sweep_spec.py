@@ -120,3 +120,38 @@ def test_malformed_specs(tmp_path, text, message):
     with pytest.raises(UserError, match=message) as info:
         expand(load_spec(path), code="v")
     assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("text, opened, reported", [
+    ('task = "runtime"\nconfigs = ["2d", "3d"\ndepths = [1, 2]\nchannels = 8\n[runtime]\n', 2, 3),
+    ('task = "runtime"\n# a comment with [ and "\nconfigs = [\n  "2d", # ] not closed\n  "3d[",\n'
+     'depths = [1]\n', 3, 6),
+    ('task = "runtime"\ndepths = [\n  [1,\n  2]\nchannels = 8\n', 2, 5),
+    ('task = "runtime"\ndepths = [1,\n', 2, "end of document"),
+])
+def test_an_unclosed_array_is_reported_at_the_line_that_opened_it(tmp_path, text, opened, reported):
+    """Issue 30: tomllib names the line where it noticed (the next key); the message names both."""
+    path = write_spec(tmp_path, text)
+    with pytest.raises(UserError) as info:
+        load_spec(path)
+    message = str(info.value)
+    where = reported if isinstance(reported, str) else f"line {reported}"
+    assert where in message and f"array opened at line {opened}" in message, message
+    assert "\n" not in message
+
+
+def test_a_toml_error_inside_a_line_adds_no_opening_line(tmp_path):
+    path = write_spec(tmp_path, 'task = "runtime"\nconfigs = ["2d" "3d"]\n')
+    with pytest.raises(UserError, match="not valid TOML") as info:
+        load_spec(path)
+    assert "opened at" not in str(info.value)
+
+
+def test_a_misspelt_config_lists_the_valid_names_once(tmp_path):
+    """Issue 30: the spec's prefix and parse_config's message each listed the seven names."""
+    path = write_spec(tmp_path, RUNTIME_SPEC.replace('"3d"]', '"3dd"]'))
+    with pytest.raises(UserError, match="'3dd'") as info:
+        load_spec(path)
+    message = str(info.value)
+    assert message.count("2d-m") == 1 and message.count("knobs like") == 1, message
+    assert str(path) in message and "key 'configs'" in message

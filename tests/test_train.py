@@ -74,6 +74,7 @@ def test_a_solved_task_stops_and_records_samples_to_solve(monkeypatch):
     record = quick(max_samples=15 * 100, eval_every=30)
     assert record["solved"] and record["samples_to_solve"] == 90 and record["samples_seen"] == 90
     assert record["stop_reason"] == "solved" and record["test_metric"] == 1.0
+    assert record["stop_detail"].startswith("stopped: solved at sample 90 of at most 1,500")
 
 
 @pytest.mark.parametrize("case", ["memorization", "enwik8", "digits"])
@@ -207,6 +208,21 @@ def test_early_stopping_is_an_option(monkeypatch):
         train("2d", **common, early_stopping="no")
 
 
+def test_the_record_and_the_last_line_say_why_the_run_stopped(monkeypatch):
+    """Issue 30: digits-small stopped at 7,542 of 12,570 samples and said nothing of why."""
+    _flat_validation(monkeypatch)
+    notes = []
+    record = train("2d", task="mnist", depth=1, preset="digits-small", channels=4, epochs=2, batch_size=50,
+                   eval_every=100, patience=2, progress=lambda e: notes.append(e.message) if e.kind == "note" else 0)
+    total = round(2 * record["samples_seen"] / record["epochs_done"])  # two epochs
+    assert record["stop_reason"] == "early_stopping"
+    assert record["stop_detail"] == (f"stopped early at sample {record['samples_seen']:,} of {total:,}: valid "
+                                     "accuracy 0.5000 (sample 100) was not beaten in 2 evaluations (--patience 2; "
+                                     "--no-early-stopping trains on)")
+    assert notes[-1] == record["stop_detail"]
+    assert quick(max_samples=30)["stop_detail"] == "stopped at --max-samples 30, not solved"
+
+
 def test_records_carry_the_window_in_the_config_string():
     record = quick(config="3d:window=appendix", max_samples=30)
     assert record["status"] == "ok" and record["config"] == "3d:window=appendix"
@@ -265,6 +281,19 @@ def test_cli_trains_and_saves_the_record(tmp_path):
     record = json.loads(path.read_text())
     assert record["task"] == "memorization" and record["samples_seen"] == 60 and record["status"] == "ok"
     assert record["causal"] is True
+
+
+def test_cli_alphabet_is_a_task_option(tmp_path):
+    """Issue 30: docs/tasks.md documented --alphabet (64) but train had no such option."""
+    args = ["train", "2d", "--task", "memorization", "--symbols", "3", "--channels", "4", "--max-samples", "30",
+            "--eval-every", "30", "--results-dir", str(tmp_path)]
+    result = runner.invoke(app, [*args, "--alphabet", "5"])
+    assert result.exit_code == 0, result.output
+    (path,) = (tmp_path / "store" / "training").glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["task_options"]["alphabet"] == 5  # what the built task reports: its symbols
+    line = one_line_error(runner.invoke(app, [*args, "--alphabet", "65"]))
+    assert "--alphabet" in line and "64" in line
 
 
 def test_cli_errors(tmp_path, monkeypatch):

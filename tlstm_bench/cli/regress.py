@@ -50,12 +50,17 @@ def regress(
         raise UserError(f"unknown --format {format!r}; use one of {', '.join(FORMATS)}")
     if tolerance is not None and not checks.number(tolerance, "--tolerance") > 1:
         raise UserError(f"--tolerance must be above 1 (a factor over the baseline), got {tolerance}")
+    given = baseline is not None
     if update:  # where the baseline goes, checked before minutes of measuring
         baseline = str(baseline if baseline is not None else update_target(device, results_dir))
         checks.output_file(baseline, "--baseline")
     result = run_regress(quick=quick, update=update, baseline=baseline, device=device,
                          tolerance=TOLERANCE if tolerance is None else tolerance,
                          delay=parse_delay(os.environ.get(DELAY_ENV)), inject=os.environ.get(INJECT_ENV))
+    hint = baseline_hint(result.baseline_path, update=update, given=given, quick=quick, device=device,
+                         results_dir=results_dir)
+    if hint:
+        result.notes.append(hint)
     if format == "json":
         typer.echo(json.dumps(result.to_json(), indent=1))
     elif format == "markdown":
@@ -64,6 +69,27 @@ def regress(
         _print_tables(result)
     if result.status:
         raise typer.Exit(1)
+
+
+def baseline_hint(used: str, *, update: bool, given: bool, quick: bool, device: str, results_dir) -> str | None:
+    """Which baseline the next check reads, when a user would expect another one: ``--update``
+    writes into the results folder, but a check without ``--baseline`` reads the shipped one
+    (the one CI gates on), so say where the new one is and how to check against it."""
+    from pathlib import Path
+
+    from ..timing.regress import default_baseline, update_target
+
+    shipped, mode = default_baseline(device), "--quick " if quick else ""
+    if update:
+        if Path(used).resolve() == shipped.resolve():
+            return None
+        return (f"a check without --baseline still reads the shipped {shipped}; to check against the one just "
+                f"written: tlstm-bench regress {mode}--baseline {used}")
+    written = update_target(device, results_dir)
+    if given or not written.is_file() or written.resolve() == Path(used).resolve():
+        return None
+    return (f"this check read the shipped baseline; the one --update wrote is {written}: add --baseline "
+            f"{written} to check against it")
 
 
 # ---- rendering ----------------------------------------------------------------------------
@@ -151,10 +177,11 @@ def _print_tables(result) -> None:
     for r in result.timing:
         timing.add_row(*_timing_cells(r), f"[{style[r.verdict]}]{r.verdict}[/]")
     console.print(timing)
+    if result.updated:
+        console.print(f"baseline written: {result.baseline_path}", highlight=False)
     for note in result.notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
     if result.updated:
-        console.print(f"baseline written: {result.baseline_path}")
         return
     for line in change_lines(result):
         color = "bold red" if line.startswith("regression") else "cyan"

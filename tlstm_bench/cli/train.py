@@ -45,6 +45,8 @@ DataDir = Annotated[Optional[Path], typer.Option(help="Data directory (default: 
 Data = Annotated[Optional[Path], typer.Option(help="enwik8: the path of enwik8 or enwik8.zip.")]
 Digits = Annotated[Optional[int], typer.Option(help="addition: digits per integer (paper: 15).")]
 Symbols = Annotated[Optional[int], typer.Option(help="memorization: symbols to remember (paper: 20).")]
+Alphabet = Annotated[Optional[int], typer.Option(help="memorization: how many symbols they are drawn from "
+                                                      "(paper: 64).")]
 SeqLen = Annotated[Optional[int], typer.Option(help="enwik8: subsequence length (paper: 50).")]
 Source = Annotated[Optional[str], typer.Option(help="mnist/pmnist: idx (the MNIST files) or digits (scikit-learn's "
                                                     "8x8 digits, offline).")]
@@ -63,8 +65,8 @@ def train(
     no_early_stopping: NoEarlyStopping = False, lr: Lr = LEARNING_RATE, seed: Seed = 0,
     device: Device = "cpu", threads: Threads = None, checkpoint_dir: CheckpointDir = None,
     checkpoint_every: CheckpointEvery = None, data_dir: DataDir = None, data: Data = None, digits: Digits = None,
-    symbols: Symbols = None, seq_len: SeqLen = None, source: Source = None, perm_seed: PermSeed = None,
-    implementation: Implementation = None, results_dir: ResultsDir = None,
+    symbols: Symbols = None, alphabet: Alphabet = None, seq_len: SeqLen = None, source: Source = None,
+    perm_seed: PermSeed = None, implementation: Implementation = None, results_dir: ResultsDir = None,
 ) -> None:
     """Train CONFIG at depth L on a task; save the record in the results folder's store/training/.
 
@@ -87,8 +89,8 @@ def train(
         epochs=epochs, batch_size=batch_size, eval_every=eval_every, patience=patience,
         early_stopping=True if early_stopping else (False if no_early_stopping else None), lr=lr, seed=seed, device=device, implementation=implementation,
         threads=threads, data_dir=data_dir, checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
-        task_options={"digits": digits, "symbols": symbols, "seq_len": seq_len, "source": source,
-                      "perm_seed": perm_seed, "path": data})
+        task_options={"digits": digits, "symbols": symbols, "alphabet": alphabet, "seq_len": seq_len,
+                      "source": source, "perm_seed": perm_seed, "path": data})
     try:
         with Renderer(err_console) as report:
             record = training.train(settings, progress=report, on_start=lambda run: _skip_if_recorded(folder.store, run))

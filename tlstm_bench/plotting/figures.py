@@ -2,9 +2,14 @@
 
 One line per configuration (and per sequence-loop implementation when a configuration
 was timed with several, e.g. the sLSTM's ``fused`` and ``loop``), error bars where
-there are several seeds (mean +- sd) or timing repeats (median and interquartile range
-of the raw samples), the device in the title. Cells of the grid with no successful
-record are listed in the figure and returned, never an error.
+there are several seeds (mean +- sd); a runtime point is the median of its repeats, shown
+with every repeat as a dot when there are at most :data:`SMALL_N` (the quartiles of 3 values
+are interpolations that look one-sided), else with its interquartile range; the device in
+the title. Each panel's x axis shows the depths of its own kind (trained, timed). On the
+samples-to-solve panel the cells that never solved sit, hollow, at the samples they ran;
+the panel is left out when no cell solved. A note under a CPU runtime panel says which
+points were timed together, so which comparisons the figure supports. Cells of the grid with
+no successful record are listed in the figure and returned, never an error.
 
 Only matplotlib's object API is used (``Figure``, no pyplot), so nothing global changes.
 """
@@ -26,7 +31,7 @@ from matplotlib.ticker import FixedLocator
 from ..atomic import save_figure
 from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL, UNKNOWN_CAUSAL, WITHIN_SPREAD, spread_overlaps
-from ..vocab import ANCHOR_NAMES
+from ..vocab import ANCHOR_NAMES, TIMED_PASS
 from .grid import cell_status
 
 # The seven configurations keep one colour and marker in every figure (SPEC section 6 order).
@@ -50,7 +55,11 @@ TASK_TITLES = {
     "mnist": "Sequential MNIST",
     "pmnist": "Sequential pMNIST",
 }
-DODGE = 0.012  # x shift per configuration, as a fraction of the depth range
+# x shift per configuration, as a fraction of the smallest gap between a panel's depths: the
+# seven configurations spread over +-0.18 of it, so equal values (two lines at 100%) stay apart.
+DODGE = 0.06
+# A runtime cell with at most this many repeats shows each repeat (a dot), not its quartiles.
+SMALL_N = 5
 NOTE_CHARS_PER_INCH = 12  # the missing-cells note is wrapped to the figure's width
 
 
@@ -68,6 +77,8 @@ class TaskFigure:
     causal_unknown: list[str] = field(default_factory=list)  # records that predate the causal field
     within_spread: list[str] = field(default_factory=list)  # "3d L=1-3": runtime IQRs of two depths overlap
     lines: list[str] = field(default_factory=list)  # the legend's labels, one per line drawn
+    notes: list[str] = field(default_factory=list)  # what else the caption says (what may be compared)
+    panels: list[str] = field(default_factory=list)  # "metric", "samples", "runtime": the panels drawn
 
 
 @dataclass
@@ -76,6 +87,7 @@ class _Lines:
 
     causal: dict[tuple[str, int], "bool | None"]
     handles: dict[str, Line2D] = field(default_factory=dict)
+    dodge: float = DODGE  # this panel's x shift per configuration (depth units)
 
     def mark(self, config: str) -> str:
         values = [v for (c, _), v in self.causal.items() if c == config]
@@ -107,16 +119,28 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
 
     ``expected``: {kind: (configs, depths)} of the sweep's spec, when known (missing cells).
     """
+    fig, result = task_figure(rows, sweep, task, expected)
+    if fig is not None:
+        result.paths = _save(fig, out, figure_name(sweep, task))
+    return result
+
+
+def task_figure(rows: pd.DataFrame, sweep: str, task: str,
+                expected: "dict[str, tuple[list[str], list[int]]] | None" = None) -> "tuple[Figure | None, TaskFigure]":
+    """The figure of one sweep and task, not saved (None: records of an unknown kind, nothing to
+    draw), and what it shows."""
     result = TaskFigure(sweep, task)
     train = rows[rows["kind"] == "train"]
     runtime = rows[rows["kind"] == "runtime"]
     panels = _panels(train, runtime)
-    if not panels:  # records of an unknown kind: nothing to draw
-        return result
+    result.panels = [panel for panel, _ in panels]
+    if not panels:
+        return None, result
     statuses = _cell_statuses(result, train, runtime, expected or {})
     lines = _Lines(causal_cells(rows[rows["status"] == "ok"]))
     _list_causality(result, train, runtime)
     result.within_spread = runtime_overlaps(runtime)
+    result.notes += [n for n in (_unsolved_note(train, result), runtime_trust(runtime)) if n]
 
     width = 4.6 * len(panels) + 1.6  # inches: the panels and the legend
     note = _note(result, int(width * NOTE_CHARS_PER_INCH))
@@ -134,8 +158,7 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
         note_ax.axis("off")
         note_ax.text(0, 1, note, va="top", ha="left", color="firebrick", fontsize="small",
                      transform=note_ax.transAxes)
-    result.paths = _save(fig, out, figure_name(sweep, task))
-    return result
+    return fig, result
 
 
 def _panels(train: pd.DataFrame, runtime: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -143,7 +166,7 @@ def _panels(train: pd.DataFrame, runtime: pd.DataFrame) -> list[tuple[str, pd.Da
     panels = []
     if len(train):
         panels.append(("metric", train))
-        if _is_accuracy(train):
+        if _is_accuracy(train) and _solved(train).any():  # else the panel would hold nothing
             panels.append(("samples", train))
     if len(runtime):
         panels.append(("runtime", runtime))
@@ -163,17 +186,19 @@ def _cell_statuses(result: TaskFigure, train: pd.DataFrame, runtime: pd.DataFram
 
 
 def _draw_panel(ax, panel: str, part: pd.DataFrame, lines: "_Lines", statuses: dict, result: TaskFigure) -> None:
+    kind = "runtime" if panel == "runtime" else "train"
+    depths = sorted(set(statuses[kind].depths))
+    lines.dodge = DODGE * (float(np.diff(depths).min()) if len(depths) > 1 else 1.0)
     if panel == "runtime":
         _runtime_panel(ax, part, lines)
     elif panel == "samples":
-        _samples_panel(ax, part, lines, result.unsolved)
+        _samples_panel(ax, part, lines)
     else:
         _metric_panel(ax, part, lines)
-    depths = sorted(set(statuses["train" if panel != "runtime" else "runtime"].depths))
-    ax.set_xlabel("depth L")
+    ax.set_xlabel(depth_label(kind, depths))
     ax.xaxis.set_major_locator(FixedLocator(depths))
     if depths:
-        pad = max(0.3, 0.06 * (depths[-1] - depths[0]))
+        pad = max(0.3, 0.06 * (depths[-1] - depths[0])) + 3.5 * lines.dodge  # room for the dodged points
         ax.set_xlim(depths[0] - pad, depths[-1] + pad)
     ax.grid(True, alpha=0.3)
 
@@ -232,7 +257,7 @@ def _metric_panel(ax, rows: pd.DataFrame, lines: _Lines) -> None:
     split = "test" if column == "test_metric" else "validation"
     shown = ok[column].dropna() * scale
     if accuracy and len(shown):  # keep a flat or near-100% curve readable: pad, but stay within 0..100
-        ax.set_ylim(max(-2.0, shown.min() - 5), min(102.0, shown.max() + 5))
+        ax.set_ylim(max(-4.0, shown.min() - 5), min(104.0, shown.max() + 5))  # room for a ring at 100%
     if accuracy:
         ax.set_ylabel(f"{split} accuracy (%)")
         ax.set_title("accuracy (higher is better)" + (", mean $\\pm$ sd over seeds" if seeds else ""), fontsize="small")
@@ -243,28 +268,54 @@ def _metric_panel(ax, rows: pd.DataFrame, lines: _Lines) -> None:
     _empty_note(ax, ok, column)
 
 
-def _samples_panel(ax, rows: pd.DataFrame, lines: _Lines, unsolved: list[str]) -> None:
-    ok = rows[(rows["status"] == "ok") & rows["samples_to_solve"].notna()]
+def _samples_panel(ax, rows: pd.DataFrame, lines: _Lines) -> None:
+    """Solved cells: the median over solved seeds (and their range); cells that did not solve:
+    hollow, at the samples they ran (the run's cap), so the panel shows what was not solved."""
+    ok = rows[rows["status"] == "ok"]
+    solved = ok[_solved(ok)]
     seeds = False
-    for config, part in _by_config(ok):
+    for config, part in _by_config(solved):
         stats = part.groupby("depth")["samples_to_solve"].agg(["median", "min", "max", "count"])
         seeds |= bool((stats["count"] > 1).any())
         err = None
         if (stats["count"] > 1).any():
             err = np.array([stats["median"] - stats["min"], stats["max"] - stats["median"]])
         _line(ax, lines, config, None, stats.index.to_numpy(), stats["median"].to_numpy(), err)
-    values = ok["samples_to_solve"]
-    if len(values) and values.min() > 0 and values.max() / values.min() > 20:
+    caps = _unsolved_points(ax, ok[~_solved(ok)], lines)
+    shown = pd.concat([solved["samples_to_solve"], pd.Series(caps, dtype=float)])
+    if len(shown) and shown.min() > 0 and shown.max() / shown.min() > 20:
         ax.set_yscale("log")
+    elif len(shown):
+        ax.set_ylim(0, shown.max() * 1.12)  # from 0: a count, and the cap above the solved points
+    cells = ok.groupby(["config", "depth"]).ngroups
+    done = solved.groupby(["config", "depth"]).ngroups
     ax.set_ylabel("training samples to solve")
-    ax.set_title("samples until 100% test accuracy" + (", median and range over solved seeds" if seeds else ""),
-                 fontsize="small")
-    if unsolved:
-        cells = rows[rows["status"] == "ok"].groupby(["config", "depth"]).ngroups
-        text = (", ".join(unsolved) if len(unsolved) <= 6 else f"{len(unsolved)} of {cells} cells")
-        ax.text(0.02, 0.98, "not solved: " + "\n".join(textwrap.wrap(text, 40)),
-                transform=ax.transAxes, va="top", fontsize="x-small", color="dimgray")
-    _empty_note(ax, ok, "samples_to_solve", "no cell solved the task")
+    ax.set_title(f"samples until 100% test accuracy: {done} of {cells} cells solved"
+                 + ("\nmedian and range over solved seeds" if seeds else ""), fontsize="small")
+
+
+def _unsolved_points(ax, rows: pd.DataFrame, lines: _Lines) -> list[float]:
+    """Hollow markers at the samples each unsolved cell ran (the most over its seeds), not joined
+    by lines; a dotted line and a key at the cap when every run had the same one. Returns them."""
+    ran = rows["samples_seen"].where(rows["samples_seen"].notna(), rows.get("max_samples"))
+    rows = rows.assign(_ran=pd.to_numeric(ran, errors="coerce")).dropna(subset=["_ran", "depth"])
+    caps = []
+    for config, part in _by_config(rows):
+        most = part.groupby("depth")["_ran"].max()
+        x = _dodged(config, None, "-", most.index.to_numpy(dtype=float), lines.dodge)
+        colour, marker = _style(config)
+        ax.scatter(x, most.to_numpy(), marker=marker, s=36, facecolors="white", edgecolors=colour,
+                   linewidths=1.3, zorder=4)
+        _ring(ax, lines, config, most.index.to_numpy(), x, most.to_numpy())
+        caps += [float(v) for v in most]
+    if caps:
+        one = len(set(caps)) == 1
+        if one:
+            ax.axhline(caps[0], color="gray", linestyle=":", linewidth=1, zorder=1)
+        key = Line2D([], [], marker="o", linestyle="none", markerfacecolor="white", markeredgecolor="gray")
+        text = f"not solved by {caps[0]:,.0f} samples (the cap)" if one else "not solved: at the samples it ran"
+        ax.legend([key], [text], loc="lower right", fontsize="x-small", framealpha=0.9)
+    return caps
 
 
 def runtime_overlaps(rows: pd.DataFrame) -> list[str]:
@@ -286,27 +337,54 @@ def runtime_overlaps(rows: pd.DataFrame) -> list[str]:
 
 def _runtime_panel(ax, rows: pd.DataFrame, lines: _Lines) -> None:
     ok = rows[(rows["status"] == "ok") & rows["ms_per_step"].notna()]
-    spread = False
+    counts, bars = [], False
     for config, part in _by_config(ok):
         implementations = part["implementation"].fillna("").astype(str)
         several = implementations.nunique() > 1
         for k, (impl, series) in enumerate(part.groupby(implementations, sort=True)):
-            depths, mid, low, high = [], [], [], []
+            depths, mid, low, high, dots = [], [], [], [], {}
             for depth, cell in series.groupby("depth"):
                 m, lo, hi = runtime_summary(cell)
+                samples = cell_samples(cell)
+                counts += [len(samples)] if samples else []
+                if samples and len(samples) <= SMALL_N:  # every repeat shown; no quartiles of 3 values
+                    dots[depth], lo, hi = samples, m, m
                 depths.append(depth), mid.append(m), low.append(m - lo), high.append(hi - m)
-            has_spread = any(v > 0 for v in low + high)
-            spread |= has_spread
-            _line(ax, lines, config, impl if several else None, np.array(depths), np.array(mid),
-                  np.array([low, high]) if has_spread else None, style=IMPLEMENTATION_STYLES[k % 4])
-    ax.set_ylabel("ms per timestep (forward + backward)")
+            has_bars = any(v > 0 for v in low + high)
+            bars |= has_bars
+            style, impl = IMPLEMENTATION_STYLES[k % 4], impl if several else None
+            _line(ax, lines, config, impl, np.array(depths), np.array(mid),
+                  np.array([low, high]) if has_bars else None, style=style)
+            _repeat_dots(ax, lines, config, impl, style, dots)
+    ax.set_ylabel(f"ms per timestep ({TIMED_PASS})")
     seq = sorted({int(v) for v in ok["seq_len"].dropna()}) if "seq_len" in ok else []
     detail = f"batch 1, T={seq[0]}" if len(seq) == 1 else "batch 1"
     sizes = sorted({int(v) for v in ok["channels"].dropna()})
     detail += f", M={sizes[0]}" if len(sizes) == 1 else ""
-    ax.set_title(f"runtime, {detail}" + (", median and IQR" if spread else ""), fontsize="small")
+    ax.set_title(f"runtime, {detail}\n{spread_caption(counts, bars)}", fontsize="small")
     ax.set_ylim(bottom=0)
     _empty_note(ax, ok, "ms_per_step")
+
+
+def spread_caption(counts: list[int], bars: bool) -> str:
+    """What a runtime point and its marks are: 'median of 3 repeats; dots: each repeat'."""
+    if not counts:
+        return "median and interquartile range" if bars else "median"
+    n = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}"
+    marks = []
+    if min(counts) <= SMALL_N:
+        marks.append("dots: each repeat")
+    if bars:
+        marks.append(f"bars: interquartile range{' (> ' + str(SMALL_N) + ' repeats)' if marks else ''}")
+    return f"median of {n} repeats" + (f"; {', '.join(marks)}" if marks else "")
+
+
+def _repeat_dots(ax, lines: _Lines, config: str, implementation, style: str, dots: dict) -> None:
+    """Each repeat of a small runtime cell as a small dot beside its median."""
+    colour, _ = _style(config)
+    for depth, samples in dots.items():
+        x = _dodged(config, implementation, style, np.array([float(depth)]), lines.dodge)[0]
+        ax.scatter([x] * len(samples), samples, s=9, color=colour, alpha=0.55, linewidths=0, zorder=3)
 
 
 def unsolved_cells(train: pd.DataFrame) -> list[str]:
@@ -321,11 +399,16 @@ def unsolved_cells(train: pd.DataFrame) -> list[str]:
     return [f"{c} L={d}" for c, d in sorted(unsolved, key=lambda cd: (config_order(cd[0]), cd[1]))]
 
 
+def cell_samples(cell: pd.DataFrame) -> list[float]:
+    """Every finite raw sample (ms per step) of a runtime cell's records."""
+    return [float(v) for s in cell["samples"] if isinstance(s, (list, tuple)) for v in s
+            if v is not None and math.isfinite(float(v))]
+
+
 def runtime_summary(cell: pd.DataFrame) -> tuple[float, float, float]:
     """Median, 25th and 75th percentile of a cell's timing: the raw samples when stored,
     else the recorded medians (several records) or median -+ IQR/2 (one record)."""
-    samples = [float(v) for s in cell["samples"] if isinstance(s, (list, tuple)) for v in s
-               if v is not None and math.isfinite(float(v))]
+    samples = cell_samples(cell)
     if samples:
         q25, q50, q75 = np.percentile(samples, [25, 50, 75])
         return float(q50), float(q25), float(q75)
@@ -350,23 +433,71 @@ def _style(config: str) -> tuple[str, str]:
     return OTHER_COLOURS[sum(map(ord, config)) % len(OTHER_COLOURS)], "X"
 
 
+def _dodged(config: str, implementation, style: str, x: np.ndarray, dodge: float) -> np.ndarray:
+    """x shifted by the configuration's rank (the paper's order), so equal values stay apart."""
+    rank = config_order(config)[0] + (0.5 if implementation and style != "-" else 0.0)
+    return x + (rank - 3) * dodge
+
+
+def _ring(ax, lines: _Lines, config: str, depths, x, y) -> None:
+    """A red ring on the points whose model is measured not causal (it sees later inputs)."""
+    noncausal = np.array([lines.causal.get((config, int(d))) is False for d in depths], dtype=bool)
+    if noncausal.any():
+        ax.scatter(np.asarray(x)[noncausal], np.asarray(y)[noncausal], s=160, facecolors="none", edgecolors="red",
+                   linewidths=1.6, zorder=5)
+
+
 def _line(ax, lines: _Lines, config, implementation, x, y, err, *, style="-") -> None:
     colour, marker = _style(config)
     anchor = " (not in the paper)" if config in ANCHOR_NAMES else ""  # the untied stacked LSTM
     label = config + lines.mark(config) + anchor + (f" ({implementation})" if implementation else "")
     order = np.argsort(x)
-    x, y = x[order], y[order]
-    noncausal = np.array([lines.causal.get((config, int(d))) is False for d in x], dtype=bool)
-    # Dodge: shift each configuration a little along x so equal values do not hide each other.
-    rank = config_order(config)[0] + (0.5 if implementation and style != "-" else 0.0)
-    x = x + (rank - 3) * DODGE * max(1.0, float(np.ptp(x)) if len(x) else 1.0)
+    depths, y = x[order], y[order]
+    x = _dodged(config, implementation, style, depths.astype(float), lines.dodge)
     if err is not None:
         err = err[..., order]
     container = ax.errorbar(x, y, yerr=err, color=colour, marker=marker, linestyle=style, capsize=3,
                             markersize=5, linewidth=1.4, label=label)
-    if noncausal.any():  # a red ring: this point's model sees later inputs (not comparable)
-        ax.scatter(x[noncausal], y[noncausal], s=160, facecolors="none", edgecolors="red", linewidths=1.6, zorder=5)
+    _ring(ax, lines, config, depths, x, y)
     lines.handles.setdefault(label, container.lines[0])
+
+
+def depth_label(kind: str, depths: list[int]) -> str:
+    """The x label: which depths this panel's kind has ('depth L (trained at L = 1, 2)')."""
+    shown = ", ".join(map(str, depths)) if len(depths) <= 6 else f"{depths[0]}, ..., {depths[-1]}"
+    return f"depth L ({'timed' if kind == 'runtime' else 'trained'} at L = {shown})" if depths else "depth L"
+
+
+def _solved(rows: pd.DataFrame) -> pd.Series:
+    return rows["samples_to_solve"].notna() & (rows["status"] == "ok")
+
+
+def _unsolved_note(train: pd.DataFrame, result: TaskFigure) -> "str | None":
+    """When no cell solved an algorithmic task: say so (the samples panel is left out)."""
+    if not len(train) or not _is_accuracy(train) or _solved(train).any() or not result.unsolved:
+        return None
+    ran = pd.to_numeric(train.loc[train["status"] == "ok", "samples_seen"], errors="coerce").dropna()
+    within = f" within {int(ran.max()):,} samples" if len(ran) else ""
+    return f"No cell solved the task{within} (100% test accuracy), so there is no samples-to-solve panel."
+
+
+def runtime_trust(rows: pd.DataFrame) -> "str | None":
+    """What a CPU runtime panel lets a reader compare, from which points were timed together
+    (a sweep's records name their ``timing_group``: one configuration's depths, one process,
+    repeats interleaved). None for other devices."""
+    ok = rows[(rows["status"] == "ok") & rows["ms_per_step"].notna()] if len(rows) else rows
+    if not len(ok) or set(ok["device"].dropna().astype(str)) != {"cpu"}:
+        return None
+    line = ok["config"].astype(str) + "/" + ok["implementation"].fillna("").astype(str)
+    group = ok["timing_group"] if "timing_group" in ok else pd.Series(None, index=ok.index, dtype=object)
+    drift = ("a process's speed on a shared CPU changes from run to run (several-fold), so do not compare "
+             "heights across lines: only each line's rise with depth")
+    if group.notna().all() and group.nunique() == 1:
+        return "CPU runtime: every point was timed in one process, repeats interleaved; heights compare within it."
+    if group.notna().all() and (group.groupby(line).nunique() == 1).all():
+        return (f"CPU runtime: each line's depths were timed together (one process, repeats interleaved); "
+                f"different lines ran in different processes, and {drift}.")
+    return f"CPU runtime: the records do not say which points were timed together; {drift} (if measured together)."
 
 
 def _empty_note(ax, rows, column, text="no successful cells") -> None:
@@ -419,8 +550,9 @@ def _note(result: TaskFigure, width: int) -> str:
         lines.append(f"{UNKNOWN_CAUSAL} causality not recorded for {len(result.causal_unknown)} cells (records "
                      "older than the field); `tlstm-bench info CONFIG --depth L --json` measures it.")
     if result.within_spread:
-        lines.append(f"{WITHIN_SPREAD} runtime within the spread (the IQRs of two adjacent depths overlap, so their "
-                     f"difference is not resolved): {', '.join(result.within_spread)}.")
+        lines.append(f"{WITHIN_SPREAD} runtime within the spread (the interquartile ranges of two adjacent depths' "
+                     f"repeats overlap, so their difference is not resolved): {', '.join(result.within_spread)}.")
+    lines += result.notes
     if result.missing:
         lines.append(f"missing cells (no record): {', '.join(result.missing)}")
     if result.failed:

@@ -81,6 +81,7 @@ class Train(TypedDict, total=False):
     steps: int
     epochs_done: Optional[float]
     stop_reason: str
+    stop_detail: str             # the stop reason in words (the last line train prints)
     history: list                # every evaluation
     resumed_at: list             # the samples seen at each resume from a checkpoint
     task_options: dict

@@ -40,6 +40,7 @@ defaults, without importing torch.
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -142,13 +143,13 @@ class _Checker:
 
 def _check_config(check: _Checker, key: str, config: str) -> str:
     """The canonical string of ``config`` (``2D`` and ``tlstm:dims=2,kernel=3,...`` are ``2d``)."""
-    from ..models import CONFIG_NAMES, parse_config
+    from ..models import parse_config
 
     try:
         return parse_config(config).label
     except UserError as exc:
-        raise UserError(f"{check.path}: key '{key}': {config!r} is not a configuration "
-                        f"({', '.join(CONFIG_NAMES)}, or knobs like tlstm:dims=4,kernel=5): {exc}") from None
+        # parse_config's message lists the valid names (an unknown name) or names the bad knob.
+        raise UserError(f"{check.path}: key '{key}': {config!r} is not a configuration: {exc}") from None
 
 
 def _canonical_configs(check: _Checker, key: str, configs: tuple[str, ...]) -> tuple[str, ...]:
@@ -424,13 +425,69 @@ def find_spec(spec: "str | Path") -> Path:
                     f"or give a path to a .toml file")
 
 
+_TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
+_OPENERS = {"[": "array", "{": "inline table", '"""': "string", "'''": "string"}
+_ONE_LINE_STRING = {'"': re.compile(r'"(?:[^"\\\n]|\\.)*"'), "'": re.compile(r"'[^'\n]*'")}
+
+
+def _open_at(text: str) -> "tuple[str, int] | None":
+    """The innermost array, inline table or multi-line string still open at the end of ``text``,
+    as (what, its line), skipping comments and strings; None when nothing is open."""
+    stack: list[tuple[str, int]] = []
+    i, line = 0, 1
+    while i < len(text):
+        ch = text[i]
+        if ch == "\n":
+            line += 1
+        elif ch == "#":
+            i = text.find("\n", i)
+            if i < 0:
+                break
+            continue
+        elif text.startswith(('"""', "'''"), i):
+            end = text.find(text[i:i + 3], i + 3)
+            if end < 0:
+                return _OPENERS[text[i:i + 3]], line
+            line, i = line + text.count("\n", i, end), end + 3
+            continue
+        elif ch in "\"'":
+            end = _ONE_LINE_STRING[ch].match(text, i)
+            i = end.end() if end else i + 1  # an unterminated one ends at its line, as in TOML
+            continue
+        elif ch in "[{":
+            stack.append((_OPENERS[ch], line))
+        elif ch in "]}" and stack:
+            stack.pop()
+        i += 1
+    return stack[-1] if stack else None
+
+
+def _opened_where(text: str, message: str) -> str:
+    """Where the array (inline table, string) that tomllib stopped in was opened, when that is an
+    earlier line than the one it names: tomllib reports an unclosed array at the next key."""
+    at = _TOML_AT.search(message)
+    if at is not None:
+        row, column = int(at.group(1)), int(at.group(2))
+        lines = text.split("\n")
+        text = "\n".join(lines[:row - 1] + [lines[row - 1][:column - 1] if row <= len(lines) else ""])
+    elif "end of document" not in message:
+        return ""
+    found = _open_at(text)
+    if found is None or (at is not None and found[1] >= int(at.group(1))):
+        return ""
+    what, line = found
+    hint = "; is a ',' or ']' missing?" if what == "array" else ""
+    return f" (inside the {what} opened at line {line}{hint})"
+
+
 def load_spec(spec: "str | Path", *, check_values: bool = True) -> SweepSpec:
     """Find, read and validate one spec file (``check_values``: see :func:`parse_spec`)."""
     path = find_spec(spec)
     try:
-        data = tomllib.loads(path.read_text())
+        text = path.read_text()
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{path}: not valid TOML: {exc}") from None
+        raise UserError(f"{path}: not valid TOML: {exc}{_opened_where(text, str(exc))}") from None
     except RecursionError:
         raise UserError(f"{path}: a value is nested too deeply to read (arrays or tables inside each other "
                         "hundreds of times); a spec needs lists of plain values") from None

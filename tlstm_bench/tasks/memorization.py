@@ -42,7 +42,7 @@ class Memorization(AlgorithmicTask):
     @classmethod
     def check_options(cls, *, symbols: int = 20, alphabet: int = 64, **options) -> None:
         checks.integer(symbols, "--symbols", maximum=MAX_LENGTH)
-        checks.integer(alphabet, "alphabet (the paper: 64)", minimum=2, maximum=64)
+        checks.integer(alphabet, "--alphabet (the paper: 64)", minimum=2, maximum=64)
         super().check_options(**options)
 
     def distinct_sequences(self) -> int:

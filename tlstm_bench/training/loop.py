@@ -44,7 +44,7 @@ from ..results import code_version, provenance
 from ..results.schema import record_key, stable_hash, versioned_id
 from ..tasks import Task
 from ..vocab import torch_device
-from .checkpoint import RunState, checkpoint_path, load_checkpoint, save_checkpoint
+from .checkpoint import Counters, RunState, checkpoint_path, load_checkpoint, save_checkpoint
 from .settings import DEFAULT_INPUT_INIT, TrainSettings
 
 
@@ -338,7 +338,8 @@ class Trainer:
             sequence_accuracy=test.get("sequence_accuracy"), test_loss=test.get("loss"),
             samples_seen=c.samples, samples_to_solve=c.samples_to_solve, solved=c.samples_to_solve is not None,
             steps=c.step, epochs_done=(c.samples / self.epoch_samples) if self.epoch_samples else None,
-            stop_reason=c.stop_reason, history=c.history, resumed_at=c.resumed_at, wall_time_s=c.wall_time,
+            stop_reason=c.stop_reason, stop_detail=stop_detail(c, self.settings, self.total, task),
+            history=c.history, resumed_at=c.resumed_at, wall_time_s=c.wall_time,
             # samples seen per second of training wall time, evaluations and checkpoints included
             samples_per_s=c.samples / c.wall_time if c.wall_time > 0 else None,
         )
@@ -349,16 +350,35 @@ class Trainer:
                               test_metric=None, sequence_accuracy=None)
                 break
         note(self.report, summary(record), "ok" if record["status"] == "ok" else "error")
+        note(self.report, record["stop_detail"], "detail")
         return {**record, **provenance(self.device)}
 
     def _failed_record(self) -> dict:
         c, record = self.counters, self.record
         record.update(status="failed", error=self.failed, valid_metric=None, test_metric=None,
                       sequence_accuracy=None, samples_seen=c.samples, samples_to_solve=None, solved=False,
-                      steps=c.step, stop_reason="non_finite_loss", history=c.history, resumed_at=c.resumed_at,
+                      steps=c.step, stop_reason="non_finite_loss", stop_detail=f"stopped: {self.failed}",
+                      history=c.history, resumed_at=c.resumed_at,
                       wall_time_s=c.wall_time + time.monotonic() - self.started)
         note(self.report, f"failed: {self.failed}", "error")
         return {**record, **provenance(self.device)}
+
+
+def stop_detail(c: Counters, s: TrainSettings, total: int, task: Task) -> str:
+    """Why the run stopped, in words (the record's ``stop_detail``; the CLI prints it last)."""
+    if c.stop_reason == "solved":
+        return f"stopped: solved at sample {c.samples:,} of at most {total:,} (the whole test set right)"
+    if c.stop_reason == "early_stopping":
+        best = next((h["samples"] for h in c.history if h["metric"] == c.best), None)
+        at = f" (sample {best:,})" if best is not None else ""
+        return (f"stopped early at sample {c.samples:,} of {total:,}: valid {task.metric} {c.best:.4f}{at} was not "
+                f"beaten in {s.patience} evaluations (--patience {s.patience}; --no-early-stopping trains on)")
+    if c.stop_reason == "epochs":
+        return f"stopped after its {s.epochs} epochs ({c.samples:,} samples)"
+    if c.stop_reason == "max_samples":
+        unsolved = task.online and c.samples_to_solve is None
+        return f"stopped at --max-samples {s.max_samples:,}" + (", not solved" if unsolved else "")
+    return f"stopped: {c.stop_reason}"
 
 
 def summary(record: dict) -> str:
