@@ -143,8 +143,9 @@ def say(console: Console, text: Text | str, *, hanging: int = 0) -> None:
 class Screen(Console):
     """The console of every command: a width below :data:`MIN_WIDTH` reads as unknown (80), and a
     string or ``Text`` printed alone wraps by :func:`wrap_words` (between words, never inside
-    one) unless the call asks for ``soft_wrap``, ``no_wrap`` or a ``width``. Unless given one, it
-    reads its width when it prints, not when it is made (at import, before :func:`settle_width`)."""
+    one) unless it or the call asks for ``no_wrap``, or the call for ``soft_wrap`` or a
+    ``width``. Unless given a width, it reads it when it prints, not when it is made (at import,
+    before :func:`settle_width`)."""
 
     def __init__(self, *args, **options):
         super().__init__(*args, **options)
@@ -161,7 +162,7 @@ class Screen(Console):
         Console.size.fset(self, new_size)
 
     def print(self, *objects, **options) -> None:
-        plain = len(objects) == 1 and isinstance(objects[0], (str, Text))
+        plain = len(objects) == 1 and isinstance(objects[0], (str, Text)) and not getattr(objects[0], "no_wrap", False)
         if plain and options.get("soft_wrap") is None and not options.get("no_wrap") and options.get("width") is None:
             text = objects[0]
             if isinstance(text, str):
