@@ -31,7 +31,8 @@ FALLBACK_WIDTH = 80
 GLUE = "\u00a0"  # a space that does not break a line; printed as a plain space
 _NUMBER = re.compile(r"\d[\d,]*(\.\d+)?")  # stays on the line of the word after it
 
-# One character for one character where the mark sits in a table: columns stay aligned.
+# The marks a table holds get one character for one, so its columns stay aligned; the rest
+# (an ellipsis, the glue) appear only outside tables.
 STAND_INS = {"\u2020": "*", "\u2248": "~", "\u00b7": "-", "\u00d7": "x", "\u2013": "-", "\u2014": "-",
              "\u2026": "...", GLUE: " "}
 ERRORS = "tlstm_bench.stand_ins"

@@ -103,7 +103,7 @@ def _blocks(console: Console, table) -> None:
     else:
         records = [[(_text(row[0]).plain, Text("  ").join(map(_text, row[1:])))] for row in table.rows]
     label = max((cell_len(name) for record in records for name, _ in record), default=0)
-    beside = label + 2 <= console.width // 2  # else the value goes under its label
+    beside = label + 2 + 8 <= console.width  # room for a short value beside; else it goes under its label
     for i, record in enumerate(records):
         if i and (table.header or i in table.sections):
             console.print()
