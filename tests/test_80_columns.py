@@ -1,11 +1,19 @@
 """Every screen a newcomer sees is readable at 80 columns: no line longer than 80 characters,
 no header or word cut with '…', no sentence broken mid-line in the help, and flags shown as
-flags (no ``<bool>`` as if they took a value)."""
+flags (no ``<bool>`` as if they took a value). At any other width too: a width of 0 (or none a
+table could use) reads as 80, at 40 columns no number is cut, and an ASCII locale gets ASCII
+marks that keep the tables aligned."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
-
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
 
 import pytest
 import typer
@@ -14,6 +22,8 @@ from typer.testing import CliRunner
 from tlstm_bench.cli import app
 
 WIDTH = {"COLUMNS": "80"}
+REPO = Path(__file__).resolve().parents[1]
+EVIDENCE = str(REPO / "results" / "evidence" / "cpu")  # a committed store, read only
 
 
 def _command_paths(command, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -31,6 +41,19 @@ def assert_readable(text: str, width: int = 80) -> None:
     for line in text.splitlines():
         assert len(line) <= width, f"{len(line)} characters: {line!r}"
         assert "…" not in line, f"cut: {line!r}"
+
+
+def assert_within(text: str, width: int) -> None:
+    """No line over ``width``, unless it is one word (a path to copy, never broken); nothing cut."""
+    for line in text.splitlines():
+        assert len(line) <= width or len(line.split()) == 1, f"{len(line)} characters: {line!r}"
+        assert "…" not in line, f"cut: {line!r}"
+
+
+def invoke(args: list[str], columns: str = "80", code: int = 0) -> str:
+    result = CliRunner().invoke(app, args, env={"COLUMNS": columns})
+    assert result.exit_code == code, result.output
+    return result.output
 
 
 def test_every_command_has_a_help_screen_checked_here():
@@ -53,6 +76,19 @@ def test_help_fits_80_columns_and_shows_flags_as_flags(path):
             assert len(line.rstrip()) + 1 + len(word) > 79, f"broken mid-line: {line!r} / {after!r}"
 
 
+@pytest.mark.parametrize("path", HELP_PATHS, ids=lambda p: " ".join(p) or "tlstm-bench")
+def test_usage_lines_name_arguments_as_one_item_and_dots(path):
+    """``CONFIG...``, not typer's ``{configs}...`` and ``<list[str]>``."""
+    text = CliRunner().invoke(app, [*path, "--help"], env=WIDTH).output
+    assert not re.search(r"\{\w+\}", text) and "list[" not in text, text
+
+
+def test_usage_of_time_and_plot_reads_like_click():
+    assert "Usage: tlstm-bench time [OPTIONS] CONFIG..." in invoke(["time", "--help"])
+    assert "Usage: tlstm-bench plot [OPTIONS] [SWEEP]..." in invoke(["plot", "--help"])
+    assert "Missing argument 'CONFIG'" in invoke(["time"], code=2)
+
+
 def test_version():
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0
@@ -72,11 +108,15 @@ def _timing(config, depth, median, q25, q75, impl="fast"):
             "ms_q25": q25, "ms_q75": q75, "ms_iqr": q75 - q25}
 
 
-def _render(renderable) -> str:
+def _render(table, width: int = 80) -> str:
+    import io
+
     from rich.console import Console
 
-    console = Console(width=80, record=True, file=open("/dev/null", "w"))
-    console.print(renderable)
+    from tlstm_bench.cli.tables import draw_table
+
+    console = Console(width=width, record=True, file=io.StringIO())
+    draw_table(console, table)
     return console.export_text()
 
 
@@ -117,7 +157,7 @@ def test_regress_tables_fit_80_columns(monkeypatch):
     result = CliRunner().invoke(app, ["regress", "--quick"], env=WIDTH)
     assert result.exit_code == 1
     assert_readable(result.output)
-    assert "verdict" in result.output and "│ regression │" in result.output and "  regression  " in result.output
+    assert "verdict" in result.output and result.output.count("│ regression │") == 2   # both tables, whole
 
 
 def test_dry_run_is_one_line_per_cell_at_80_columns(tmp_path):
@@ -175,8 +215,10 @@ def test_time_left_is_the_average_rate_since_the_start_of_this_run():
 
 
 @pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "piped"])
-def test_a_long_note_wraps_between_words_in_a_terminal_and_stays_whole_piped(terminal):
+def test_a_long_note_wraps_between_words_in_a_terminal_and_stays_whole_piped(terminal, monkeypatch):
     import io
+
+    monkeypatch.delenv("COLUMNS", raising=False)   # piped with no width asked for: one line, for grep
 
     from rich.console import Console
 
@@ -194,3 +236,234 @@ def test_a_long_note_wraps_between_words_in_a_terminal_and_stays_whole_piped(ter
         assert " ".join(lines).split() == message.split()   # no word cut
     else:
         assert lines == [message]
+
+
+def test_a_long_note_piped_at_a_width_asked_for_wraps_between_words(monkeypatch):
+    """``train``'s last line (its summary) was 104 columns at COLUMNS=80 piped."""
+    import io
+
+    from rich.console import Console
+
+    from tlstm_bench.cli.render import Renderer
+    from tlstm_bench.events import Event
+
+    monkeypatch.setenv("COLUMNS", "80")
+    message = ("3d-cn L=2 M=32 on memorization: test accuracy 1.0000 (sequences 1.00) solved after 6,750 samples "
+               "[123 s] /a/long/path/" + "x" * 90)
+    out = io.StringIO()
+    with Renderer(Console(width=80, file=out, force_terminal=False, color_system=None)) as report:
+        report(Event("note", message, level="ok"))
+    lines = out.getvalue().splitlines()
+    assert_within(out.getvalue(), 80)
+    assert " ".join(lines).split() == message.split() and lines[-1] == "/a/long/path/" + "x" * 90
+    assert any(line.endswith("solved after") or "6,750 samples" in line for line in lines)
+
+
+def test_train_ends_within_80_columns(tmp_path):
+    result = CliRunner().invoke(app, ["train", "2d", "--preset", "memorization-small", "--channels", "4",
+                                      "--max-samples", "150", "--results-dir", str(tmp_path)], env=WIDTH)
+    assert result.exit_code == 0, result.output
+    assert_within(result.output, 80)
+    assert re.search(r"on memorization: test accuracy [\d.]+ \(sequences [\d.]+\) not solved in\s+150 samples",
+                     result.output), result.output
+
+
+def test_a_bar_stopped_short_of_its_total_shows_no_time_left():
+    """A run that solves early ends its bar with its count and elapsed time; the time left it had
+    (``~29:02 left``) stayed on the screen, frozen."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    from tlstm_bench.cli.render import Renderer
+    from tlstm_bench.events import Event
+
+    out = io.StringIO()
+    with Renderer(Console(width=80, file=out, force_terminal=True, color_system=None)) as report:
+        report(Event("start", "3d-cn L=2 memorization", done=0, total=7500))
+        time.sleep(0.05)
+        report(Event("advance", "loss 0.0012", done=5250, total=7500))
+        report.bar.refresh()
+        assert "left" in out.getvalue()   # while it runs, it says how long is left
+        report(Event("end"))
+    last = [line for line in re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue()).replace("\r", "\n").splitlines()
+            if "elapsed" in line][-1]
+    assert "5,250/7,500" in last and "left" not in last, last
+
+
+def test_results_keep_a_knob_string_whole_on_its_row():
+    """``3d-cn:window=appendix`` was broken over two rows (``...append`` / ``ix``)."""
+    text = invoke(["results", "window", "--results-dir", EVIDENCE])
+    assert_readable(text)
+    rows = [line for line in text.splitlines() if "window=appendix" in line]
+    assert len(rows) == 16 and all(re.search(r"\b(2d|3d-cn):window=appendix\s+2\s", row) for row in rows), rows
+
+
+def test_wide_results_draw_each_record_whole_on_one_line():
+    """--wide is as wide as the table needs (the terminal may fold it): every record on one line."""
+    text = invoke(["results", "quick", "--wide", "--results-dir", EVIDENCE])
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert len(rows) == 28 and all(re.search(r"│ [0-9a-f]{40} │", row) for row in rows)   # one line per record
+    assert max(len(line) for line in rows) > 200 and "…" not in text
+
+
+def test_results_keep_each_caption_part_with_its_value():
+    """``code`` / ``0.1.0+src...`` were split over two lines."""
+    text = invoke(["results", "quick", "--results-dir", EVIDENCE])
+    assert_readable(text)
+    assert re.search(r"code 0\.1\.0\+src\.\w+", text)
+    assert re.search(r"torch 2\.\S+", text) and re.search(r"preset memorization-small", text)
+    for line in text.splitlines():
+        assert not re.search(r"\b(code|torch|preset|T=)$", line.rstrip()), line
+
+
+def test_plot_wraps_its_lists_between_items_only(tmp_path):
+    """``2d-f `` / ``L=1`` and ``runtime slstm`` / ``L=10`` were split over two lines."""
+    shutil.copytree(Path(EVIDENCE) / "store", tmp_path / "store", ignore=shutil.ignore_patterns(".*"))
+    text = invoke(["plot", "quick", "timing", "--results-dir", str(tmp_path)])
+    assert_within(text, 80)
+    lists = re.findall(r"^  (?:not solved|not causal[^:]*|runtime within[^:]*|missing[^:]*): (.*(?:\n    .*)*)", text,
+                       flags=re.M)
+    assert len(lists) >= 4, text
+    for items in lists:
+        for line in items.splitlines():   # each line holds whole items: a line breaks between two
+            for item in line.strip().rstrip(",").split(", "):
+                assert re.fullmatch(r"(train |runtime )?\S+( \(\w+\))? L=\S+", item), (item, text)
+    assert "quick-memorization.png" in text and "quick-memorization.pdf" in text
+
+
+def test_a_spec_path_is_never_broken(tmp_path):
+    """A wheel's spec lives under site-packages: its path, longer than a line, ran ``.../quic`` /
+    ``k.toml``; a path a user copies runs long on a line of its own instead."""
+    shipped = REPO / "tlstm_bench" / "sweeps" / "specs" / "quick.toml"
+    spec = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "tlstm_bench" / "sweeps" / "specs" / "quick.toml"
+    spec.parent.mkdir(parents=True)
+    shutil.copy(shipped, spec)
+    assert len(str(spec)) > 80
+    text = invoke(["sweep", str(spec), "--dry-run", "--results-dir", str(tmp_path / "ws")])
+    assert_within(text, 80)
+    assert any(str(spec) in line for line in text.splitlines()), text
+
+
+# ---- any width: 0 or garbage reads as 80; at 40, no number is cut ----------------------------
+ZERO_WIDTH_SCRIPT = """
+import json, sys
+from typer.testing import CliRunner
+from tlstm_bench.cli import app   # imported at the width under test, as a shell starts it
+print(json.dumps([[CliRunner().invoke(app, args).exit_code, CliRunner().invoke(app, args).output]
+                  for args in json.loads(sys.argv[1])]))
+"""
+
+
+def test_a_width_of_zero_prints_as_80_columns(tmp_path):
+    """COLUMNS=0 printed nothing at all, error messages, --help and --version included (the
+    exit codes were right)."""
+    commands = [["--version"], ["--help"], ["results", "--help"], ["nope"], ["time"],
+                ["results", "window", "--results-dir", EVIDENCE], ["sweep", "--dry-run", "--results-dir", str(tmp_path)]]
+    runs = {}
+    for columns in ("0", "80"):
+        out = subprocess.run([sys.executable, "-c", ZERO_WIDTH_SCRIPT, json.dumps(commands)], capture_output=True,
+                             text=True, cwd=REPO, timeout=300, env={**os.environ, "COLUMNS": columns})
+        assert out.returncode == 0, out.stderr
+        runs[columns] = json.loads(out.stdout)
+    for args, (code, text), at_80 in zip(commands, runs["0"], runs["80"]):
+        assert text.strip() and [code, text] == at_80, args
+
+
+@pytest.mark.parametrize("columns", ["5", "-1", "wide"])
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["info", "no-such-config"],
+                                  ["results", "window", "--results-dir", EVIDENCE]], ids=lambda a: " ".join(a)[:20])
+def test_a_width_no_table_could_use_prints_as_80_columns(args, columns):
+    at_80 = CliRunner().invoke(app, args, env=WIDTH)
+    result = CliRunner().invoke(app, args, env={"COLUMNS": columns})
+    assert result.output.strip() and result.output == at_80.output
+    assert result.exit_code == at_80.exit_code
+
+
+def numbers(text: str) -> Counter:
+    return Counter(re.findall(r"\d+(?:[.,]\d+)*", text))
+
+
+def assert_numbers_whole(wide: str, narrow: str, width: int = 40) -> None:
+    """Every number of the wide output is in the narrow one, as often; no line over the width
+    but a single word; nothing cut."""
+    assert_within(narrow, width)
+    missing = numbers(wide) - numbers(narrow)
+    assert not missing, f"cut or lost at {width} columns: {dict(missing)}\n{narrow}"
+
+
+NARROW_COMMANDS = [["results", "--results-dir", EVIDENCE], ["results", "window", "--results-dir", EVIDENCE],
+                   ["results", "timing", "--columns", "config,depth,ms_per_step,ms_q25,ms_q75,threads,device,"
+                    "error", "--results-dir", EVIDENCE],
+                   ["budget", "--budget", "slstm:100"], ["info", "2d", "--channels", "400"],
+                   ["audit", "2d", "3d", "--depths", "1,2"]]
+
+
+@pytest.mark.parametrize("args", NARROW_COMMANDS, ids=lambda a: " ".join(a[:2]))
+def test_numbers_stay_whole_at_40_columns(args):
+    """COLUMNS=40 cut every number of ``results`` to ``0…``."""
+    assert_numbers_whole(invoke(args, "200"), invoke(args, "40"))
+
+
+def test_the_sweep_plan_keeps_its_numbers_whole_at_40_columns(tmp_path):
+    args = ["sweep", "quick", "--dry-run", "--results-dir", str(tmp_path)]
+    assert_numbers_whole(invoke(args, "200"), invoke(args, "40"))
+
+
+def test_regress_keeps_its_numbers_whole_at_40_columns(monkeypatch):
+    import importlib
+
+    from test_regress import _fake_result
+
+    core = importlib.import_module("tlstm_bench.timing.regress")
+    monkeypatch.setattr(core, "regress", lambda **kw: _fake_result())
+    assert_numbers_whole(invoke(["regress", "--quick"], "200", code=1), invoke(["regress", "--quick"], "40", code=1))
+
+
+def test_the_time_table_keeps_its_numbers_whole_at_40_columns():
+    from tlstm_bench.cli.time import runtime_table
+
+    records = [_timing("slstm", d, 1.297 * d, 1.2 * d, 1.4 * d, "wavefront") for d in (1, 4, 7, 10)]
+    table = runtime_table(records, [1, 4, 7, 10])
+    narrow = _render(table, 40)
+    assert_numbers_whole(_render(table, 200), narrow)
+    assert "\nL=10    12.970 (2.000)\n" in narrow   # one block per row: a median and its IQR on a line
+
+
+def test_a_failed_sweep_summary_keeps_ids_and_errors_whole_at_40_columns(tmp_path, fake_env, monkeypatch):
+    from sweep_helpers import FAKE, RUNTIME_SPEC, write_spec
+
+    from tlstm_bench.sweeps.plan import plan_sweep
+
+    monkeypatch.setenv("FAKE_PLAN", '{"2d": "raise"}')
+    spec = write_spec(tmp_path, RUNTIME_SPEC)
+    text = invoke(["sweep", str(spec), "--results-dir", str(tmp_path / "ws"), "--cell-fn", FAKE], "40", code=1)
+    assert_within(text, 40)
+    plan = plan_sweep(str(spec), root=tmp_path / "ws" / "store")
+    failed = [cell.id[:10] for cell in plan.cells if cell.spec["config"] == "2d"]
+    assert len(failed) == 2 and all(re.search(rf"\b{i}\b", text) for i in failed), text
+    assert " ".join(text.split()).count("loss is nan at step 3") >= 4   # the two notes and the summary's rows
+
+
+# ---- an ASCII locale: ASCII marks, aligned tables, footnotes that name the marks used --------
+@pytest.mark.parametrize("env", [{"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C", "PYTHONUTF8": "0",
+                                                                 "PYTHONCOERCECLOCALE": "0"}],
+                         ids=["PYTHONIOENCODING=ascii", "LC_ALL=C"])
+def test_an_ascii_locale_gets_ascii_marks_and_aligned_tables(env):
+    run = {**os.environ, "COLUMNS": "80", **env}
+    out = subprocess.run([sys.executable, "-m", "tlstm_bench", "results", "quick", "--results-dir", EVIDENCE],
+                         capture_output=True, env=run, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout.decode("ascii")   # nothing but ASCII
+    assert "\\u" not in text, text
+    assert_readable(text)
+    tables = re.findall(r"^\+-[-+]*\+$\n(?:^[|+].*$\n)+", text, flags=re.M)
+    assert len(tables) == 2, text   # runtime and train records
+    for table in tables:
+        assert len({len(line) for line in table.splitlines()}) == 1, table   # aligned: one width per table
+    assert "3d-ln* " in text and "\n* not causal" in text       # the mark used is the mark explained
+    assert "~0.080" in text and "\n~ within the spread" in text
+    helped = subprocess.run([sys.executable, "-m", "tlstm_bench", "results", "--help"], capture_output=True,
+                            env=run, cwd=REPO, timeout=120)
+    assert "marked * (its numbers" in " ".join(helped.stdout.decode("ascii").split())

@@ -4,11 +4,10 @@ One module per subcommand; importing a module registers its command on ``app``.
 """
 
 from . import audit, budget, data, info, plot, regress, results, sweep, time, train, visualize  # noqa: F401  (register commands)
-from .app import app, reflow_help, tolerant_streams
+from .app import app, reflow_help
 
 reflow_help(app)
 
 
 def main() -> None:
-    tolerant_streams()
     app(prog_name="tlstm-bench")

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from typer._click.exceptions import ClickException, NoArgsIsHelpError
-from typer.core import TyperGroup, TyperOption
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from .. import __version__
 from ..atomic import disk_problem
 from ..errors import UserError
+from .screen import Screen, settle_width, tolerant_streams
 
 
 class OneLineErrors(TyperGroup):
@@ -25,6 +26,8 @@ class OneLineErrors(TyperGroup):
     instead of a usage block and a framed panel; the exit code stays click's (2)."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        settle_width()  # before anything prints: a COLUMNS of 0 printed nothing, --help and errors included
+        tolerant_streams()
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
@@ -48,8 +51,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console(emoji=False)  # no ":100:" -> emoji in "slstm:100: M" (names hold colons)
-err_console = Console(stderr=True, emoji=False)
+console = Screen(emoji=False)  # no ":100:" -> emoji in "slstm:100: M" (names hold colons)
+err_console = Screen(stderr=True, emoji=False)
 
 
 def _show_version(value: bool) -> None:
@@ -72,6 +75,38 @@ def _flag_type(self, ctx):
 _typer_type = getattr(TyperOption, "display_type_rich", None)
 if _typer_type is not None:  # typer >= 0.25 only; older ones show no type for a flag
     TyperOption.display_type_rich = _flag_type
+
+
+def _argument_name(self) -> str:
+    """An argument as the help and its errors name it, click's way: ``CONFIG``, and one item of
+    a list named in the plural (``configs``): the help adds the dots, ``CONFIG...``."""
+    if self.metavar is not None:
+        return self.metavar
+    name = self.name.upper()
+    return name[:-1] if self.nargs != 1 and name.endswith("S") else name
+
+
+def _usage_name(self) -> str:
+    """The same on the usage line, ``[SWEEP]...`` when optional; recent typers print
+    ``{configs}...``, which reads as a literal to type."""
+    name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+    return name + ("..." if self.nargs != 1 else "")
+
+
+def _item_type(self, ctx):
+    """The type of one item (``<str>``), not of the list (``<list[str]>``): a list argument's
+    name ends in dots, and a list option is given once per item."""
+    shown = self._typer_item_type(ctx)
+    return re.sub(r"list\[(.*)\]", r"\1", shown) if isinstance(shown, str) else shown
+
+
+if hasattr(TyperArgument, "_usage_display_name"):  # recent typers only; older ones print NAME...
+    TyperArgument.display_name_raw = property(_argument_name)
+    TyperArgument._usage_display_name = _usage_name
+for _param in (TyperArgument, TyperOption):
+    if hasattr(_param, "display_type_rich"):
+        _param._typer_item_type = _param.display_type_rich
+        _param.display_type_rich = _item_type
 
 
 def reflow_help(typer_app: typer.Typer) -> None:
@@ -114,16 +149,6 @@ def handles_user_errors(fn):
             raise fail(f"{problem}; free space or make it writable, then run the same command again "
                        "(what was stored is kept)", 1) from None
     return wrapper
-
-
-def tolerant_streams() -> None:
-    """Print what an ASCII-only terminal cannot show (a path with odd bytes, a rule) as escapes
-    instead of failing with UnicodeEncodeError after the work is done."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.reconfigure(errors="backslashreplace")
-        except (AttributeError, ValueError, OSError):  # not a text stream we can reconfigure
-            pass
 
 
 def parse_int_list(text: str, what: str) -> list[int]:

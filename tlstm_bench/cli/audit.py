@@ -6,9 +6,11 @@ import json
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
+from ..results.table import TableView
 from .app import app, console, handles_user_errors, parse_int_list
+from .tables import draw_table
 
 
 @app.command()
@@ -40,8 +42,7 @@ def audit(
     if as_json:
         print(json.dumps([r.as_dict() for r in results.values()]))
     else:
-        table = Table(title="Separability: does y_t depend on x_t and on no later input?",
-                      title_justify="left")
+        table = TableView(title="Separability: does y_t depend on x_t and on no later input?")
         table.add_column("config", style="bold")
         for d in levels:
             table.add_column(f"L={d}", justify="center")
@@ -49,7 +50,7 @@ def audit(
         for a in archs:
             row = [results[a.label, d] for d in levels]
             table.add_row(a.label, *(_cell(r) for r in row), f"{max(r.max_leak for r in row):.1e}")
-        console.print(table)
+        draw_table(console, table)
         console.print("ok: y_t depends on x_t and on no later input; leak: the largest "
                       "|dy_t/dx_t'| over t' > t (exactly 0 when separable); blind: y_t does not see x_t.")
         for a in archs:
@@ -60,9 +61,9 @@ def audit(
         raise typer.Exit(1)
 
 
-def _cell(result) -> str:
+def _cell(result) -> Text:
     if result.separable:
-        return "[green]ok[/]"
+        return Text("ok", style="green")
     if result.verdict == "leaks future input":
-        return f"[red]leak {result.max_leak:.0e}[/]"
-    return "[red]blind[/]"
+        return Text(f"leak {result.max_leak:.0e}", style="red")
+    return Text("blind", style="red")

@@ -6,10 +6,12 @@ import json
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
+from ..results.table import TableView
 from ..vocab import ENWIK8_SYMBOLS
 from .app import app, console, handles_user_errors, parse_int_list
+from .screen import glue
+from .tables import draw_table
 
 DEFAULT_BUDGET = "10M"  # the paper's Wikipedia budget; `info` defaults to it too
 
@@ -41,7 +43,7 @@ def budget(
     if as_json:
         print(json.dumps(cards))
         return
-    table = Table(title=f"Channels M (and parameters) at budget {budget}", title_justify="left")
+    table = TableView(title=f"Channels M (and parameters) at {glue(f'budget {budget}')}")
     table.add_column("config", style="bold")
     for d in levels:
         table.add_column(f"L={d}", justify="right")
@@ -49,17 +51,15 @@ def budget(
     for name in names:
         table.add_row(name, *(f"{by_key[name, d]['channels']} ({by_key[name, d]['params'] / 1e6:.3f}M)"
                               for d in levels))
-    console.print(table)
+    draw_table(console, table)
     literal = [c for c in cards if c.get("literal_channels") is not None]
     if literal:
         # The other reading of "M is 400" (SPEC section 7): every configuration at that M.
         m = literal[0]["literal_channels"]
-        # The title is printed above the table, not as its title: a title wraps at the (narrow) table's width.
-        console.print(f"Parameters at the literal M={m} (every configuration at the sLSTM's M)", highlight=False)
-        table = Table()
+        table = TableView(title=f"Parameters at the literal M={m} (every configuration at the sLSTM's M)")
         table.add_column("config", style="bold")
         for d in levels:
             table.add_column(f"L={d}", justify="right")
         for name in names:
             table.add_row(name, *(f"{by_key[name, d]['literal_params'] / 1e6:.3f}M" for d in levels))
-        console.print(table)
+        draw_table(console, table)

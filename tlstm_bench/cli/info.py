@@ -6,11 +6,13 @@ import json
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
+from ..results.table import TableView
 from ..vocab import ENWIK8_SYMBOLS, TIMING_SEQ_LEN
 from .app import app, console, handles_user_errors
 from .budget import DEFAULT_BUDGET
+from .tables import draw_table
 
 
 @app.command()
@@ -49,15 +51,15 @@ def info(
     if as_json:
         print(json.dumps(card))
         return
-    console.print(card_table(card))
+    draw_table(console, card_table(card))
 
 
-def card_table(card: dict) -> Table:
+def card_table(card: dict) -> TableView:
     """The model card as a two-column table: shape, parameters by component, steps, causality."""
     title = card["config"] + (f" ({card['paper_name']})" if card["paper_name"] else "")
-    table = Table(title=title, show_header=False, title_justify="left")
+    table = TableView(title=title, header=False)
     table.add_column(style="bold")
-    table.add_column(justify="right")
+    table.add_column(justify="right", wrap=True)
     rows = [("D (dims)", card["dims"]), ("K (kernel)", card["kernel"]), ("P (tensor size)", card["tensor_size"]),
             ("L (depth)", card["depth"]), ("M (channels)", card["channels"]),
             ("memory conv", card["memory_conv"]), ("memory window", card.get("window")), ("norm", card["norm"]),
@@ -86,7 +88,7 @@ def card_table(card: dict) -> Table:
     table.add_section()
     table.add_row(f"sequential steps, T={card['seq_len']}",
                   f"{card['sequential_steps']:,} ({card['sequential_steps_formula']})")
-    verdict = {True: "yes", False: "[red]no: y_t sees later inputs[/]",
-               None: "not measured: the audit would take too long or its model be too large"}[card["causal"]]
+    verdict = {True: Text("yes"), False: Text("no: y_t sees later inputs", style="red"),
+               None: Text("not measured: the audit would take too long or its model be too large")}[card["causal"]]
     table.add_row("causal (measured)", verdict)
     return table

@@ -6,9 +6,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.text import Text
 
 from ..errors import UserError
 from .app import ResultsDir, app, console, handles_user_errors
+from .screen import glue, say
 
 
 @app.command()
@@ -38,19 +40,21 @@ def plot(
         raise UserError(f"cannot write the figures in {target}: {exc.strerror or exc}") from None
     console.print(f"read {report.records} records")
     for fig in report.figures:
-        names = ", ".join(str(p) for p in fig.paths) or "nothing to draw"
-        console.print(f"[bold]{fig.sweep} / {fig.task}[/]: {names}", highlight=False)
+        # Each list wraps between its items only (``2d-f L=1`` stays on one line), a path is never broken.
+        _say(Text(f"{fig.sweep} / {fig.task}:", style="bold"), [str(p) for p in fig.paths] or ["nothing to draw"])
         if fig.missing:
-            console.print(f"  [yellow]missing cells (no record): {', '.join(fig.missing)}[/]", highlight=False)
+            _say(Text("  missing cells (no record):"), fig.missing, "yellow")
         for failed in fig.failed:
-            console.print(f"  [red]failed: {failed}[/]", highlight=False)
-        if fig.unsolved:
-            console.print(f"  not solved: {', '.join(fig.unsolved)}", highlight=False)
-        if fig.noncausal:
-            console.print(f"  [red]not causal (ringed; not comparable): {', '.join(fig.noncausal)}[/]", highlight=False)
-        if fig.within_spread:
-            console.print(f"  runtime within the spread (IQRs overlap): {', '.join(fig.within_spread)}",
-                          highlight=False)
-        if fig.causal_unknown:
-            console.print(f"  causality not recorded: {', '.join(fig.causal_unknown)}", highlight=False)
+            say(console, Text(f"  failed: {failed}", style="red"), hanging=2)
+        for lead, items, style in (("not solved:", fig.unsolved, ""),
+                                   ("not causal (ringed; not comparable):", fig.noncausal, "red"),
+                                   ("runtime within the spread (IQRs overlap):", fig.within_spread, ""),
+                                   ("causality not recorded:", fig.causal_unknown, "")):
+            if items:
+                _say(Text(f"  {lead}"), items, style)
     console.print(f"tables: {report.tables}", highlight=False)
+
+
+def _say(lead: Text, items: list[str], style: str = "") -> None:
+    """``lead`` and the items, comma-separated, in ``style``: wrapped between items only."""
+    say(console, Text.assemble(lead, " ", ", ".join(glue(str(item)) for item in items), style=style), hanging=2)

@@ -7,10 +7,11 @@ import os
 from typing import Annotated, Optional
 
 import typer
-from rich import box
-from rich.table import Table
+from rich.text import Text
 
+from ..results.table import TableView
 from .app import ResultsDir, app, console, handles_user_errors
+from .tables import draw_table
 
 FORMATS = ("table", "markdown", "json")
 COUNTER_LABELS = {"ops_fwd": "ops fwd", "ops_bwd": "ops bwd", "flops_fwd": "FLOPs fwd", "flops_bwd": "FLOPs bwd",
@@ -156,27 +157,24 @@ def _timing_cells(r) -> list[str]:
 def _print_tables(result) -> None:
     style = {"ok": "green", "regression": "bold red", "faster": "cyan", "fewer": "cyan", "new": "yellow",
              "changed": "yellow"}
-    # No vertical rules in this table: nine columns and a "regression" verdict fit 80 columns.
-    counters = Table(title=f"counters per timestep ({result.mode}) against {result.baseline_path}: exact",
-                     title_justify="left", box=box.SIMPLE_HEAD)
-    counters.add_column("config", overflow="fold")
-    counters.add_column("L", justify="right", no_wrap=True)
+    counters = TableView(title=f"counters per timestep ({result.mode}) against {result.baseline_path}: exact")
+    counters.add_column("config")
+    counters.add_column("L", justify="right")
     for label in COUNTER_LABELS.values():
-        counters.add_column(label, justify="right")
-    counters.add_column("verdict", no_wrap=True)
+        counters.add_column(label, justify="right", wrap=True)  # "1.2M (was 1.1M)": two lines where narrow
+    counters.add_column("verdict")
     for (config, depth), rows in _cases(result).items():
         verdict = _case_verdict(rows)
         counters.add_row(config, str(depth), *[_counter_cell(rows.get(c)) for c in COUNTER_LABELS],
-                         f"[{style[verdict]}]{verdict}[/]")
-    console.print(counters)
-    timing = Table(title=f"timing ratios: median of paired rounds, 95% interval; regression when the interval's "
-                         f"low end is above {result.tolerance}x the baseline", title_justify="left")
+                         Text(verdict, style=style[verdict]))
+    draw_table(console, counters)
+    timing = TableView(title=f"timing ratios: median of paired rounds, 95% interval; regression when the interval's "
+                             f"low end is above {result.tolerance}x the baseline")
     for name in ("quantity", "baseline", "measured", "interval", "change", "verdict"):
-        timing.add_column(name, justify="left" if name in ("quantity", "verdict") else "right",
-                          no_wrap=name == "verdict")
+        timing.add_column(name, justify="left" if name in ("quantity", "verdict") else "right", wrap=name == "change")
     for r in result.timing:
-        timing.add_row(*_timing_cells(r), f"[{style[r.verdict]}]{r.verdict}[/]")
-    console.print(timing)
+        timing.add_row(*_timing_cells(r), Text(r.verdict, style=style[r.verdict]))
+    draw_table(console, timing)
     if result.updated:
         console.print(f"baseline written: {result.baseline_path}", highlight=False)
     for note in result.notes:

@@ -18,6 +18,7 @@ from rich.table import Column
 from rich.text import Text
 
 from ..events import Event
+from .screen import can_show, keeps_lines_whole, wrap_words
 
 # How a note's first word is styled, by level; "detail" lines are dim as a whole.
 STYLES = {"info": "bold", "ok": "green", "warning": "yellow", "error": "bold red"}
@@ -58,7 +59,7 @@ class TimesColumn(ProgressColumn):
         elapsed = task.elapsed or 0.0
         done = task.completed - task.fields.get("first", 0)
         text = f"{_clock(elapsed)} elapsed"
-        if task.finished:
+        if task.finished or task.stop_time is not None:  # done, or stopped early (solved, interrupted)
             return Text(text)
         if task.total is not None and done > 0 and elapsed > 0:
             text += f", ~{_clock(elapsed / done * (task.total - task.completed))} left"
@@ -74,7 +75,7 @@ class _TwoLines(Progress):
             yield self.make_tasks_table([task])
             status = task.fields.get("status")
             if status:
-                line = Text.from_markup("  " + status, overflow="ellipsis")
+                line = Text.from_markup("  " + status, overflow="ellipsis" if can_show(self.console, "…") else "crop")
                 line.no_wrap = True
                 yield line
 
@@ -95,9 +96,12 @@ class Renderer:
         self.close()
 
     def close(self) -> None:
+        """Stop the spinner and the bar. A bar that stops short of its total (a run solved early,
+        or interrupted) keeps its count and elapsed time, but no longer a time left."""
         self._stop_spinner()
         if self.bar is not None:
-            self.bar.stop()
+            self.bar.stop_task(self.task)
+            self.bar.stop()  # draws the bar once more, as it is now
             self.bar = None
 
     def __call__(self, event: Event) -> None:
@@ -107,15 +111,16 @@ class Renderer:
             self.bar.update(self.task, completed=event.done, status=escape(event.message))
         elif event.kind == "note":
             self._stop_spinner()
-            # In a terminal a long note wraps between words (the terminal would cut it mid-word);
-            # piped into a file or a log it stays one line, whole, for grep.
+            # In a terminal (or at a COLUMNS asked for) a long note wraps between words, never
+            # inside one; piped into a file or a log it stays one line, whole, for grep.
             console = self.bar.console if self.bar is not None else self.console
-            console.print(styled(event), highlight=False, soft_wrap=not console.is_terminal)
+            text = styled(event) if keeps_lines_whole(console) else wrap_words(styled(event), console.width)
+            console.print(text, highlight=False, soft_wrap=True)
         elif event.kind == "end":
             self.close()
         elif event.kind == "status":
             if self.spinner is None:
-                self.spinner = self.console.status("")
+                self.spinner = self.console.status("", spinner="dots" if can_show(self.console, "⠋") else "line")
                 self.spinner.start()
             self.spinner.update(Text(event.message))
 
@@ -125,7 +130,8 @@ class Renderer:
         count = len(f"{event.total or 0:,}") * 2 + 1
         times = len("0:00:00 elapsed, ~0:00:00 left")
         room = max(8, self.console.width - count - times - 12)
-        text = event.message if len(event.message) <= room else event.message[:room - 1] + "…"
+        cut = "…" if can_show(self.console, "…") else "..."
+        text = event.message if len(event.message) <= room else event.message[:room - len(cut)] + cut
         self.bar = _TwoLines(TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True)),
                              BarColumn(bar_width=None), CountColumn(table_column=Column(no_wrap=True, min_width=count)),
                              TimesColumn(table_column=Column(no_wrap=True, min_width=times - 6)),

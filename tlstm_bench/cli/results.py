@@ -6,12 +6,10 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from ..errors import UserError
 from .app import ResultsDir, app, console, handles_user_errors
+from .tables import draw_table
 
 
 @app.command()
@@ -50,12 +48,8 @@ def results(
         if out is not None:
             raise UserError("--format table is for the screen; use --format csv, json, markdown or parquet with --out")
         view = build_view(frame, columns=chosen, wide=wide)
-        for table in map(rich_table, view.tables):
-            if wide:  # as wide as the table needs, not the terminal: the terminal may wrap the lines
-                needed = console.measure(table, options=console.options.update(max_width=100_000)).maximum
-                Console(width=max(console.width, needed)).print(table)
-            else:
-                console.print(table)
+        for table in view.tables:  # --wide: as wide as the table needs; the terminal may fold the lines
+            draw_table(console, table, wide=wide)
         for note in view.notes:
             console.print(note, highlight=False)
         return
@@ -65,12 +59,3 @@ def results(
     else:
         console.print(f"wrote {len(frame)} records to {out}", highlight=False)
 
-
-def rich_table(view) -> Table:
-    """A :class:`~tlstm_bench.results.view.TableView` drawn as a rich table (cells never read as markup)."""
-    table = Table(title=view.title, title_justify="left", caption=view.caption, caption_justify="left")
-    for column in view.columns:
-        table.add_column(column.header, justify=column.justify, overflow=column.overflow)
-    for row in view.rows:
-        table.add_row(*(Text(cell) for cell in row))
-    return table

@@ -6,15 +6,15 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from ..results.store import workspace
+from ..results.table import TableView
 from ..sweeps.cell import DEFAULT_CELL_FN
 from ..vocab import DEVICES
 from .app import ResultsDir, app, console, handles_user_errors
 from .render import Renderer
+from .tables import draw_table
 
 _STATE_STYLE = {"done": "green", "failed": "red", "running": "yellow", "todo": "white"}
 
@@ -29,7 +29,7 @@ def sweep(
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Cells to run at once (local executor).")] = 1,
     executor: Annotated[str, typer.Option(help="local (subprocesses here) or slurm (submitit jobs).")] = "local",
     only: Annotated[Optional[list[str]], typer.Option(
-        help="Run only cells matching KEY=V1,V2 (keys: kind, config, depth, seed, task, implementation, id, ...); "
+        metavar="KEY=V1,V2", help="Run only cells matching KEY=V1,V2 (keys: kind, config, depth, seed, task, implementation, id, ...); "
              "repeat for more keys (all must match; values of one key are alternatives).")] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Rerun cells whose record says failed.")] = False,
     results_dir: ResultsDir = None,
@@ -64,7 +64,7 @@ def sweep(
     if dry_run:
         data_dir_env(data_dir)  # checked, though no cell runs
         plan = plan_sweep(spec, root=root, only=only or (), device=device, machine=cluster_machine(executor, slurm))
-        console.print(plan_table(plan, retry_failed=retry_failed))
+        draw_table(console, plan_table(plan, retry_failed=retry_failed))
         return
     with Renderer(console) as report:
         summary = run_sweep(spec, root=root, jobs=jobs, executor=executor, only=only or (),
@@ -72,20 +72,21 @@ def sweep(
                             data_dir=data_dir)
     table = summary_table(summary)
     if table is not None:
-        console.print(table)
+        draw_table(console, table)
     console.print(summary_line(summary), highlight=False)
     console.print(f"records in {Path(root) / summary.sweep}", highlight=False)
     if summary.exit_code:
         raise typer.Exit(summary.exit_code)
 
 
-def plan_table(plan, *, retry_failed: bool = False) -> Group:
+def plan_table(plan, *, retry_failed: bool = False) -> TableView:
     """One row per cell: id, kind, config, depth, seed, size, settings, state, one line each at
     80 columns.
 
     What every cell shares (the task, the device) is in the title, not in each row; so are the
     settings every cell of a kind shares (a train cell's preset and length) and the seed when
-    there is one, and a column left with nothing to say is dropped.
+    there is one, and a column left with nothing to say is dropped. The spec's path is never
+    broken: where it does not fit, it runs long on a line of its own, whole, to copy.
     """
     from ..sweeps.plan import PLAN_COLUMNS, plan_rows, plan_title
 
@@ -104,20 +105,16 @@ def plan_table(plan, *, retry_failed: bool = False) -> Group:
         for row in rows:
             row["seed"] = ""
     columns = [name for name in PLAN_COLUMNS[:-1] if any(row[name] for row in rows)]
-    table = Table()
+    table = TableView(title="\n".join(title), caption=[f"code version {plan.code_version}"])
     for name in columns:
-        table.add_column(name, justify="right" if name in ("L", "seed") else "left",
-                         overflow="fold" if name in ("config", "size", "settings") else "ellipsis",
-                         no_wrap=name in ("id", "kind", "L", "seed"))
-    table.add_column(PLAN_COLUMNS[-1], no_wrap=True)
+        table.add_column(name, justify="right" if name in ("L", "seed") else "left", wrap=name in ("size", "settings"))
+    table.add_column(PLAN_COLUMNS[-1])
     for row in rows:
-        table.add_row(*(Text(row[name]) for name in columns), Text(row["shown"], style=_STATE_STYLE[row["state"]]))
-    table.caption = f"code version {plan.code_version}"
-    # The title above the table, not as its title: a title wraps at the table's width.
-    return Group(*(Text(line) for line in title), table)
+        table.add_row(*(row[name] for name in columns), Text(row["shown"], style=_STATE_STYLE[row["state"]]))
+    return table
 
 
-def summary_table(summary) -> Table | None:
+def summary_table(summary) -> TableView | None:
     """The cells that failed or have no record, and why; None if there are none."""
     from ..sweeps.plan import SUMMARY_COLUMNS, summary_rows
 
@@ -125,9 +122,9 @@ def summary_table(summary) -> Table | None:
     if described is None:
         return None
     title, rows = described
-    table = Table(title=title, title_justify="left")
+    table = TableView(title=title)
     for name in SUMMARY_COLUMNS:
-        table.add_column(name)
+        table.add_column(name, wrap=name == "error")
     for row in rows:
-        table.add_row(*(Text(row[name]) for name in SUMMARY_COLUMNS))
+        table.add_row(*(row[name] for name in SUMMARY_COLUMNS))
     return table

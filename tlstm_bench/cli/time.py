@@ -8,12 +8,13 @@ import json
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from ..errors import UserError
+from ..results.table import TableView
 from ..vocab import DEFAULT_DTYPE, DEVICES, DTYPES, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP
 from .app import ResultsDir, app, console, err_console, handles_user_errors, parse_int_list
 from .render import Renderer
+from .tables import draw_table
 
 CSV_FIELDS = ["config", "implementation", "depth", "channels", "tensor_size", "params", "seq_len", "device",
               "device_name", "threads", "dtype", "repeats", "ms_per_step", "ms_q25", "ms_q75", "ms_iqr"]
@@ -85,32 +86,33 @@ def _print_table(records: list[dict], levels: list[int], paths: list, settings: 
     from ..results.view import WITHIN_SPREAD, WITHIN_SPREAD_NOTE
 
     table = runtime_table(records, levels)
-    console.print(table)
+    draw_table(console, table)
     first = records[0]
     threads = f"{first['threads']} thread{'' if first['threads'] == 1 else 's'}"
     console.print(f"{first['device_name']} ({first['device']}), {threads}, {first['dtype']}, "
                   f"flush denormals: {first['flush_denormal']}; {settings}, interleaved. "
                   "ms per timestep: median (IQR).", highlight=False)
-    if any(WITHIN_SPREAD in cell for column in table.columns for cell in column.cells):
+    if any(WITHIN_SPREAD in cell for row in table.rows for cell in row):
         console.print(WITHIN_SPREAD_NOTE, highlight=False)
     if paths:
         console.print(f"{len(paths)} records written under {paths[0].parent}")
 
 
-def runtime_table(records: list[dict], depths: list[int]) -> Table:
+def runtime_table(records: list[dict], depths: list[int]) -> TableView:
     """One row per configuration and implementation: the median and (under it) the IQR at each
     depth, and the ratio of the last depth to the first. ``≈`` marks a value whose interquartile
     range overlaps an adjacent depth's (a ratio: the first and last depth's), where the
-    difference is within the measured spread. 80 columns wide for up to four depths."""
+    difference is within the measured spread. 80 columns wide for up to four depths; narrower,
+    one block per row (:mod:`.tables`)."""
     from ..results.view import WITHIN_SPREAD, quartiles, spread_overlaps
 
-    table = Table(title="ms per timestep (forward + loss + backward)", title_justify="left")
-    table.add_column("config", style="bold", overflow="fold")
-    table.add_column("impl", no_wrap=True)
-    table.add_column("M", justify="right", no_wrap=True)
+    table = TableView(title="ms per timestep (forward + loss + backward)")
+    table.add_column("config", style="bold")
+    table.add_column("impl")
+    table.add_column("M", justify="right")
     for d in depths:
-        table.add_column(f"L={d}", justify="right", no_wrap=True)
-    table.add_column(f"L{depths[-1]}/L{depths[0]}", justify="right", no_wrap=True)
+        table.add_column(f"L={d}", justify="right")
+    table.add_column(f"L{depths[-1]}/L{depths[0]}", justify="right")
     rows: dict[tuple, dict[int, dict]] = {}
     for r in records:
         rows.setdefault((r["config"], r["implementation"]), {})[r["depth"]] = r

@@ -7,8 +7,9 @@ not comparable), a record from before causality was recorded another, and failed
 records list their error under the table. ``columns`` picks any columns instead, and
 ``wide`` shows every column that has a value.
 
-The tables are plain data (:class:`TableView`: text cells, column headers and alignment); the
-CLI draws them (``tlstm-bench results``).
+The tables are plain data (:class:`~tlstm_bench.results.table.TableView`: text cells, column
+headers and alignment, a caption in parts); the CLI lays them out at the terminal's width
+(``tlstm-bench results``, :mod:`tlstm_bench.cli.tables`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..errors import UserError
+from .table import Column, TableView
 
 DEFAULT_COLUMNS = {
     "runtime": ("config", "depth", "implementation", "channels", "ms_per_step", "ms_iqr", "threads", "status"),
@@ -99,23 +101,6 @@ def config_mark(causal) -> str:
 
 
 @dataclass
-class Column:
-    header: str
-    justify: str = "left"      # left | right
-    overflow: str = "ellipsis"  # ellipsis | fold: how a cell too wide for the screen is cut
-
-
-@dataclass
-class TableView:
-    """One table: a title, a caption, its columns and its rows of text."""
-
-    title: str
-    caption: str
-    columns: list[Column] = field(default_factory=list)
-    rows: list[list[str]] = field(default_factory=list)
-
-
-@dataclass
 class View:
     """What ``results`` shows: tables, then footnotes (causality, failures)."""
 
@@ -167,18 +152,25 @@ def _common(rows: pd.DataFrame, column: str, fmt: str) -> list[str]:
     return [fmt.format(values[0])] if len(values) == 1 and len(present) == len(rows) else []
 
 
-def _caption(rows: pd.DataFrame) -> str:
+def _caption(rows: pd.DataFrame) -> list[str]:
+    """What every row shares, in parts each kept on one line where it fits: the settings, each
+    device with its torch version (``;`` between devices), the code version."""
     settings = _common(rows, "seq_len", "T={}") + _common(rows, "preset", "preset {}")
-    parts = []
-    for name, device, torch_version in rows[["device_name", "device", "torch_version"]].drop_duplicates().itertuples(
-            index=False):
+    unique = rows[["device_name", "device", "torch_version"]].drop_duplicates()
+    devices = []
+    for name, device, torch_version in unique.itertuples(index=False):
         text = f"{device_name_text(name)} ({device})" if isinstance(device, str) else device_name_text(name)
-        parts.append(text + (f", torch {torch_version}" if isinstance(torch_version, str) else ""))
+        devices.append([text] + ([f"torch {torch_version}"] if isinstance(torch_version, str) else []))
+    if len(devices) > 2:
+        devices = devices[:2]
+        devices[-1][-1] += f" and {len(unique) - 2} more"
+    groups = [settings + devices[0], *devices[1:]] if devices else [settings]
     versions = sorted({_short_version(str(v)) for v in rows["code_version"].dropna()})
-    caption = ", ".join(settings + ["; ".join(parts[:2])]) + (f" and {len(parts) - 2} more" if len(parts) > 2 else "")
     if versions:
-        caption += f"; code {versions[0]}" + (f" and {len(versions) - 1} more" if len(versions) > 1 else "")
-    return caption
+        groups.append([f"code {versions[0]}" + (f" and {len(versions) - 1} more" if len(versions) > 1 else "")])
+    groups = [group for group in groups if group]
+    return [part + ("," if j < len(group) - 1 else ";" if i < len(groups) - 1 else "")
+            for i, group in enumerate(groups) for j, part in enumerate(group)]
 
 
 def device_name_text(name) -> str:
@@ -206,8 +198,7 @@ def build_view(frame: pd.DataFrame, *, columns: "list[str] | None" = None, wide:
             header = _metric_header(rows, column) if column in ("test_metric", "valid_metric") else \
                 HEADERS.get(column, column)
             numeric = pd.api.types.is_numeric_dtype(rows[column]) and column not in ("config", "status")
-            table.columns.append(Column(header, justify="right" if numeric else "left",
-                                        overflow="fold" if column in ("config", "error") or wide else "ellipsis"))
+            table.columns.append(Column(header, justify="right" if numeric else "left", wrap=column == "error"))
         for label, row in rows.iterrows():
             cells = []
             for column in shown:
