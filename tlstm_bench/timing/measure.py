@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import statistics
+import time
 import traceback
+import uuid
 from typing import Callable, Iterable
 
 import torch
@@ -31,9 +34,9 @@ import torch
 from ..errors import UserError
 from ..events import Progress, note, reporter
 from ..models import format_config, parse_config
-from ..vocab import DEFAULT_DTYPE, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP
-from .protocol import (Case, Plan, Setup, StepRun, check_memory, check_settings, cpu_settings, runtime_record,
-                       time_step, warm_up)
+from ..vocab import CONTENDED_SHARE, DEFAULT_DTYPE, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP
+from .protocol import (Case, FrozenClock, Plan, Setup, StepRun, check_memory, check_settings, cpu_settings,
+                       runtime_record, time_sample, time_step, warm_up)
 
 WORKER_TIMEOUT_S = 1800.0  # one command (a warm-up with a compilation, a round of slow cases)
 
@@ -61,16 +64,20 @@ class CaseGroup:
         self.number: dict[Case, int] = {}
         self.last: dict[Case, float] = {}
         self.samples: dict[Case, list[float]] = {}
+        self.shares: dict[Case, list] = {}
         self.device = torch.device(setup.device)
 
-    def prepare(self) -> dict[Case, str]:
-        """Build and warm up every case; returns the cases that failed, with why (``contain``)."""
+    def prepare(self, cases: list[Case] | None = None) -> dict[Case, str]:
+        """Build and warm up ``cases`` (default: every case); returns those that failed, with why
+        (``contain``). A clock that sees no time pass fails every case: raised."""
         failed = {}
-        for case in self.cases:
+        for case in self.cases if cases is None else cases:
             try:
                 run = self.setup.build(case)
                 seconds = warm_up(run, self.device, self.plan.warmups[case])
                 self.number[case] = self._runs_per_sample(run, seconds)
+            except FrozenClock:
+                raise  # no case can be timed with this clock
             except UserError as exc:
                 if not self.contain:
                     raise
@@ -82,6 +89,7 @@ class CaseGroup:
                 failed[case] = _why(exc)
                 continue
             self.runs[case], self.warmup_runs[case], self.samples[case] = run, len(seconds), []
+            self.shares[case] = []
             self.last[case] = (seconds[-1] if seconds else 0.0) * self.number[case]
         return failed
 
@@ -101,7 +109,9 @@ class CaseGroup:
         for case in cases:
             extra = self.delay(case) if self.delay else 0.0
             try:
-                got[case] = time_step(self.runs[case], self.device, extra, self.number[case])
+                got[case], share = time_sample(self.runs[case], self.device, extra, self.number[case])
+            except FrozenClock:
+                raise  # no case can be timed with this clock
             except Exception as exc:  # noqa: BLE001 - the process may be broken: the group fails
                 if not self.contain:
                     raise
@@ -109,6 +119,7 @@ class CaseGroup:
                                   f"{_why(exc)}") from exc
             self.last[case] = got[case] * self.number[case]
             self.samples[case].append(got[case])
+            self.shares[case].append(share)
         return got
 
     def estimate(self) -> dict[Case, float]:
@@ -123,7 +134,7 @@ class CaseGroup:
             rec = runtime_record(case, run, self.samples[case], seq_len=self.setup.seq_len, device=self.device,
                                  dtype=self.setup.dtype, threads=self.setup.threads, flushed=self.flushed,
                                  warmup=self.plan.warmups[case], repeats=len(self.samples[case]),
-                                 number=self.number[case])
+                                 number=self.number[case], shares=self.shares[case])
             rec.update(warmup_runs=self.warmup_runs[case], truncated=truncated, isolated=isolated)
             if self.inspect is not None:
                 rec.update(self.inspect(run, rec))
@@ -184,8 +195,8 @@ class WorkerGroup:
         result, self.last = payload
         return result
 
-    def prepare(self) -> dict[Case, str]:
-        return self._ask("prepare")
+    def prepare(self, cases: list[Case] | None = None) -> dict[Case, str]:
+        return self._ask("prepare", cases)
 
     def round(self, cases: list[Case]) -> dict[Case, float]:
         return self._ask("round", cases)
@@ -302,6 +313,10 @@ def run_groups(cases: list[Case], setup: Setup, plan: Plan, *, isolate: bool, de
         finally:
             for group in groups:
                 group.close()
+    measurement = uuid.uuid4().hex[:12]  # the records whose samples pair round by round
+    for record in records.values():
+        record["measurement"] = measurement
+    _contention_note(records, report)
     refused = [why[len(USER_ERROR):] for why in failures.values() if why.startswith(USER_ERROR)]
     if refused and (on_failure is None or not records):
         raise UserError(refused[0])  # bad input: for every case, or for a caller that contains nothing
@@ -312,6 +327,18 @@ def run_groups(cases: list[Case], setup: Setup, plan: Plan, *, isolate: bool, de
             raise RuntimeError(f"timing {case.config} L={case.depth} {setup.implementation(case)} failed: {why}")
         on_failure(case, why)
     return records
+
+
+def _contention_note(records: dict, report) -> None:
+    """A warning when the machine's other work took a large share of the samples' time."""
+    shares = [r["cpu_share"] for r in records.values() if r.get("cpu_share") is not None]
+    if not shares or statistics.median(shares) >= CONTENDED_SHARE:
+        return
+    threads = max(r["threads"] for r in records.values())
+    what = ("the threads waited for each other, so no depth is ordered (marked ≈): use --threads 1"
+            if threads > 1 else "the ratios, paired round by round, hold where they are not marked ≈")
+    note(report, f"warning: the machine was busy: this process had {statistics.median(shares):.0%} of its time "
+                 f"on the CPU, so the milliseconds are slower than this machine's; {what}", "warning")
 
 
 def _start(cases, setup, plan, isolate, delay, contain, prepare, inspect, flushed) -> list:
@@ -328,27 +355,43 @@ def _start(cases, setup, plan, isolate, delay, contain, prepare, inspect, flushe
 
 
 def _prepare(groups: list, failures: dict, report) -> list:
-    """Warm up each group in turn (never two on the device at once); the groups still alive."""
-    alive = []
+    """Warm up each group in turn, a case at a time (never two groups on the device at once),
+    saying which case is warming up: a slow one (a large model, an oracle) may take minutes.
+    Returns the groups still alive."""
+    alive, total = [], sum(len(g.cases) for g in groups)
+    done = 0
     for group in groups:
-        names = sorted({c.config for c in group.cases}, key=[c.config for c in group.cases].index)
-        note(report, f"warm-up: {len(group.cases)} case(s) of {', '.join(names)}", "detail")
         try:
-            failures.update(group.prepare())
+            for case in group.cases:
+                done += 1
+                note(report, f"warm-up {done}/{total}: {case.config} L={case.depth} "
+                     f"{case.implementation or 'default'}", "detail")
+                failures.update(group.prepare([case]))
         except GroupFailed as exc:
-            failures.update({c: str(exc) for c in group.cases})
+            failures.update({c: str(exc) for c in group.cases if c not in failures})
             group.close()
             continue
         alive.append(group)
     return alive
 
 
+ROUND_NOTE_EVERY_S = 5.0  # a long run says how far its rounds are at most this often
+
+
 def _rounds(groups: list, plan: Plan, keep_going, failures: dict, report) -> bool:
-    """Round r samples every case that wants more, group by group; True if stopped early."""
+    """Round r samples every case that wants more, group by group; True if stopped early.
+
+    Odd rounds go in the reverse order (groups and cases): a load that grows or falls during a
+    round then slows the first and the last case alike over two rounds, instead of always the
+    same one, and a paired ratio is not biased by the order."""
     rounds = max(plan.wanted.values())
     done: dict[Case, int] = {}
+    _estimate_note(groups, plan, rounds, report)
+    start = last_note = time.perf_counter()
     for r in range(rounds):
-        want = {id(g): [c for c in g.estimate() if done.get(c, 0) < plan.wanted[c]] for g in groups}
+        step = 1 if r % 2 == 0 else -1
+        ordered = groups[::step]
+        want = {id(g): [c for c in g.estimate() if done.get(c, 0) < plan.wanted[c]][::step] for g in ordered}
         if not any(want.values()):
             break
         if keep_going is not None:
@@ -356,8 +399,12 @@ def _rounds(groups: list, plan: Plan, keep_going, failures: dict, report) -> boo
             if not keep_going(need):
                 note(report, f"stopped after {r} of {rounds} rounds", "warning")
                 return True
-        note(report, f"round {r + 1}/{rounds}", "detail")
-        for group in list(groups):
+        now = time.perf_counter()
+        if r and now - last_note >= ROUND_NOTE_EVERY_S:
+            left = (now - start) / r * (rounds - r)
+            note(report, f"round {r + 1}/{rounds}, about {_duration(left)} left", "detail")
+            last_note = now
+        for group in list(ordered):
             if not want[id(group)]:
                 continue
             try:
@@ -370,6 +417,21 @@ def _rounds(groups: list, plan: Plan, keep_going, failures: dict, report) -> boo
             for c in want[id(group)]:
                 done[c] = done.get(c, 0) + 1
     return False
+
+
+def _estimate_note(groups: list, plan: Plan, rounds: int, report) -> None:
+    """After the warm-up, what the rounds will take: each case's last sample x its repeats."""
+    seconds = {c: s for g in groups for c, s in g.estimate().items()}
+    if seconds:
+        total = sum(s * plan.wanted[c] for c, s in seconds.items())
+        note(report, f"timing {len(seconds)} case(s) in {rounds} interleaved rounds: about {_duration(total)}")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(seconds, 1):.0f} s"
+    minutes = seconds / 60
+    return f"{minutes:.0f} min" if minutes < 90 else f"{minutes / 60:.1f} h"
 
 
 def _collect(groups: list, truncated: bool, isolated: bool, failures: dict) -> dict[Case, dict]:
