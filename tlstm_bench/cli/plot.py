@@ -49,7 +49,7 @@ def plot(
         if fig.noncausal:
             console.print(f"  [red]not causal (ringed; not comparable): {', '.join(fig.noncausal)}[/]", highlight=False)
         if fig.within_spread:
-            console.print(f"  runtime within the spread (IQRs overlap): {', '.join(fig.within_spread)}",
+            console.print(f"  runtime not resolved (≈): {', '.join(fig.within_spread)}",
                           highlight=False)
         if fig.causal_unknown:
             console.print(f"  causality not recorded: {', '.join(fig.causal_unknown)}", highlight=False)
