@@ -307,7 +307,7 @@ def run_groups(cases: list[Case], setup: Setup, plan: Plan, *, isolate: bool, de
     with cpu_settings(setup.threads) as flushed:
         groups = _start(cases, setup, plan, isolate, delay, on_failure is not None, prepare, inspect, flushed)
         try:
-            groups = _prepare(groups, failures, report)
+            groups = _prepare(groups, plan, failures, report)
             truncated = _rounds(groups, plan, keep_going, failures, report)
             records = _collect(groups, truncated, isolate, failures)
         finally:
@@ -354,10 +354,10 @@ def _start(cases, setup, plan, isolate, delay, contain, prepare, inspect, flushe
     return [WorkerGroup(group, setup, plan, prepare, inspect) for group in by_impl.values()]
 
 
-def _prepare(groups: list, failures: dict, report) -> list:
+def _prepare(groups: list, plan: Plan, failures: dict, report) -> list:
     """Warm up each group in turn, a case at a time (never two groups on the device at once),
-    saying which case is warming up: a slow one (a large model, an oracle) may take minutes.
-    Returns the groups still alive."""
+    saying which case is warming up and, for one that took a while (a large model, an oracle),
+    what its rounds will take. Returns the groups still alive."""
     alive, total = [], sum(len(g.cases) for g in groups)
     done = 0
     for group in groups:
@@ -366,7 +366,12 @@ def _prepare(groups: list, failures: dict, report) -> list:
                 done += 1
                 note(report, f"warm-up {done}/{total}: {case.config} L={case.depth} "
                      f"{case.implementation or 'default'}", "detail")
+                start = time.perf_counter()
                 failures.update(group.prepare([case]))
+                took, sample = time.perf_counter() - start, group.estimate().get(case)
+                if took >= ROUND_NOTE_EVERY_S and sample:
+                    note(report, f"warm-up {done}/{total} took {_duration(took)}; its {plan.wanted[case]} "
+                         f"rounds will take about {_duration(sample * plan.wanted[case])}", "detail")
         except GroupFailed as exc:
             failures.update({c: str(exc) for c in group.cases if c not in failures})
             group.close()
