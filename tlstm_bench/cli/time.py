@@ -67,14 +67,8 @@ def time_(
                                 seed=seed, min_sample_s=CPU_MIN_SAMPLE_S if device == "cpu" else 0.0,
                                 on_failure=failed.__setitem__, progress=report)
     paths = save_records(records, "timing", folder.store) if store else []
-    if as_json:
-        print(json.dumps(records))
-    elif as_csv:
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, CSV_FIELDS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(records)
-        print(buf.getvalue(), end="")
+    if as_json or as_csv:
+        _print_data(records, as_json)
     elif records:
         _print_table(records, levels, paths, f"T={seq_len}, batch 1, {repeats} repeats after {warmup} warm-up"
                      + (f", samples of >= {CPU_MIN_SAMPLE_S * 1000:.0f} ms" if device == "cpu" else ""))
@@ -84,6 +78,18 @@ def time_(
                           soft_wrap=True)
     if failed:
         raise typer.Exit(1)
+
+
+def _print_data(records: list[dict], as_json: bool) -> None:
+    """The records on stdout: a JSON list, or CSV."""
+    if as_json:
+        print(json.dumps(records))
+        return
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, CSV_FIELDS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(records)
+    print(buf.getvalue(), end="")
 
 
 def _print_table(records: list[dict], levels: list[int], paths: list, settings: str) -> None:

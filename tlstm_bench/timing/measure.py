@@ -10,6 +10,10 @@ and warms up its cases once, then times one sample of each case it is asked for 
 round. :func:`run_groups` drives the rounds across every group, so the repeats are
 interleaved across groups as they are within one.
 
+Each round's samples also measure the process's CPU time against their wall time
+(``cpu_share``: a busy machine is warned about through ``progress``); odd rounds run in the
+reverse order; a clock that does not advance raises ``protocol.FrozenClock`` (a UserError).
+
 Why processes: a CUDA error (a failed graph capture, an illegal memory access) is sticky:
 after it every CUDA call of the process fails, so in one process one broken
 implementation takes every other case down with it (the first H100 run: after the
@@ -39,6 +43,7 @@ from .protocol import (Case, FrozenClock, Plan, Setup, StepRun, check_memory, ch
                        runtime_record, time_sample, time_step, warm_up)
 
 WORKER_TIMEOUT_S = 1800.0  # one command (a warm-up with a compilation, a round of slow cases)
+ROUND_NOTE_EVERY_S = 5.0  # a long run says how far it is at most this often
 
 
 USER_ERROR = "error: "  # a case's failure that is bad input (a UserError), not a fault
@@ -235,13 +240,16 @@ def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: i
     comes here, so a number means the same thing whoever measured it: each case is built
     once, warmed up to a steady state (:func:`warm_up`), then timed in rounds, round r
     timing every case once before round r+1 starts, so a slow phase of a shared machine hits
-    every case alike and ratios between cases stay meaningful. Records come in the order given.
+    every case alike and ratios between cases stay meaningful. Records come in the order given,
+    with one ``measurement`` id (their samples pair round by round) and, on a CPU, ``cpu_share``
+    (see the module docstring). ``threads`` None: torch's current count.
 
     ``repeats_for(case)`` may lower the repeats of a slow case (it drops out of later rounds);
     ``warmup_for(case)`` its minimum warm-up. ``delay(case)`` is a test-only hook that adds
     that many seconds inside the timed region of each run of a case. ``min_sample_s`` > 0
     makes each sample the mean of ``number`` back-to-back runs, ``number`` chosen so a sample
-    lasts about that long (as ``timeit`` does; the gate uses 50 ms).
+    lasts about that long (as ``timeit`` does; ``time`` and sweeps use ``vocab.CPU_MIN_SAMPLE_S``
+    on a CPU, the gate 20 ms).
 
     Failures: ``isolate`` (default: on a CUDA device when the cases have more than one
     implementation) times each implementation's cases in a process of its own, the rounds
@@ -378,9 +386,6 @@ def _prepare(groups: list, plan: Plan, failures: dict, report) -> list:
             continue
         alive.append(group)
     return alive
-
-
-ROUND_NOTE_EVERY_S = 5.0  # a long run says how far its rounds are at most this often
 
 
 def _rounds(groups: list, plan: Plan, keep_going, failures: dict, report) -> bool:
