@@ -323,7 +323,7 @@ def test_plot_wraps_its_lists_between_items_only(tmp_path):
     shutil.copytree(Path(EVIDENCE) / "store", tmp_path / "store", ignore=shutil.ignore_patterns(".*"))
     text = invoke(["plot", "quick", "timing", "--results-dir", str(tmp_path)])
     assert_within(text, 80)
-    lists = re.findall(r"^  (?:not solved|not causal[^:]*|runtime within[^:]*|missing[^:]*): (.*(?:\n    .*)*)", text,
+    lists = re.findall(r"^  (?:not solved|not causal[^:]*|runtime (?:within|not resolved)[^:]*|missing[^:]*): (.*(?:\n    .*)*)", text,
                        flags=re.M)
     assert len(lists) >= 4, text
     for items in lists:
@@ -463,7 +463,7 @@ def test_an_ascii_locale_gets_ascii_marks_and_aligned_tables(env):
     for table in tables:
         assert len({len(line) for line in table.splitlines()}) == 1, table   # aligned: one width per table
     assert "3d-ln* " in text and "\n* not causal" in text       # the mark used is the mark explained
-    assert "~0.080" in text and "\n~ within the spread" in text
+    assert "~0.080" in text and "\n~ not resolved" in text
     helped = subprocess.run([sys.executable, "-m", "tlstm_bench", "results", "--help"], capture_output=True,
                             env=run, cwd=REPO, timeout=120)
     assert "marked * (its numbers" in " ".join(helped.stdout.decode("ascii").split())

@@ -14,7 +14,7 @@ from tlstm_bench.errors import UserError
 from tlstm_bench.timing import regress
 from tlstm_bench.timing.regress import (CounterRow, RegressResult, TimingRow, compare_counters, compare_timing,
                                         parse_delay, timing_ratios, _confirm)
-from tlstm_bench.timing.stats import median_interval
+from tlstm_bench.results.stats import median_interval
 
 # A smaller fixed set than --quick's, so the suite stays fast; the gate's logic is the same.
 SMALL = {"channels": 16, "seq_len": 20, "repeats": 9, "min_sample_s": 0.01}

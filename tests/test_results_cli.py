@@ -170,5 +170,5 @@ def test_a_runtime_within_the_spread_of_the_next_depth_is_marked(tmp_path):
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert [line.count("≈") for line in lines if line.startswith("│ 2d") or line.startswith("│ 3d")] == [1, 1, 0, 0]
-    assert "≈ within the spread" in result.output
+    assert "≈ not resolved" in result.output
     assert max(len(line) for line in lines) <= 80

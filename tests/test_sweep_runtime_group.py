@@ -41,6 +41,12 @@ def test_the_first_cell_times_every_depth_together_and_the_sibling_takes_its_rec
     assert first["timed_with"] == second["timed_with"] == [1, 2]
     assert first["timing_group"] == second["timing_group"] == runtime_group.group_key(_spec(1))
     assert len(first["samples"]) == len(second["samples"]) == 3 and first["interleaved"]
+    assert first["measurement"] == second["measurement"]  # their samples pair round by round (the ≈ rule)
+
+
+def test_a_cpu_spec_without_threads_is_timed_with_one_thread_and_50_ms_samples(tmp_path, calls):
+    record = runtime_group.time_runtime_cell(_spec(1, threads=None, timed_with=[1]), tmp_path)
+    assert record["threads"] == 1 and record["runs_per_sample"] > 1 and record["cpu_share"] > 0
 
 
 def test_another_group_is_timed_on_its_own(tmp_path, calls):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import time
 
 import pytest
@@ -81,7 +82,10 @@ def test_repeats_are_interleaved_across_cases(monkeypatch):
     monkeypatch.setattr(protocol.StepRun, "__call__", record)
     cases = [Case("2d", 1), Case("2d", 2), Case("slstm", 3)]
     records = measure_cases(cases, channels=3, seq_len=3, repeats=3, warmup=1)
-    assert order == [1, 2, 3] + [1, 2, 3] * 3  # warm-up, then one run of every case per round
+    # warm-up, then one run of every case per round, odd rounds in the reverse order (a load that
+    # changes within a round then slows the first and the last case alike)
+    assert order == [1, 2, 3] + [1, 2, 3] + [3, 2, 1] + [1, 2, 3]
+    assert len({r["measurement"] for r in records}) == 1  # one id: their samples pair round by round
     assert [r["depth"] for r in records] == [1, 2, 3]
 
 
@@ -264,3 +268,69 @@ def test_the_last_loss_is_kept():
     run()
     assert run.last_loss is not None and run.last_loss.requires_grad is False
     assert float(run.last_loss) == pytest.approx(float(run.loss().detach()))
+
+
+def test_time_defaults_to_one_thread_samples_of_50_ms_and_records_the_contention(tmp_path, monkeypatch):
+    """Issue 30: one thread unless asked (recorded), samples of back-to-back runs on a CPU, and each
+    record says how much of its samples' time the process had on the CPU; progress goes to stderr,
+    also with --json, whose stdout stays the data."""
+    import torch
+
+    monkeypatch.setenv("TLSTM_BENCH_RESULTS", str(tmp_path))
+    threads = torch.get_num_threads()
+    result = CliRunner().invoke(app, ["time", "2d", "--depths", "1,2", "--channels", "3", "--seq-len", "3",
+                                      "--repeats", "6", "--warmup", "2", "--json", "--no-store"])
+    assert result.exit_code == 0, result.output
+    records = json.loads(result.stdout)
+    assert torch.get_num_threads() == threads  # restored afterwards
+    for r in records:
+        assert r["threads"] == 1 and r["runs_per_sample"] > 1  # a ~1 ms run: many per 50 ms sample
+        assert len(r["cpu_shares"]) == 6 and all(0 < s <= 1 for s in r["cpu_shares"])
+        assert r["cpu_share"] == pytest.approx(statistics.median(r["cpu_shares"]), abs=1e-3)
+    assert records[0]["measurement"] == records[1]["measurement"]
+    assert "warm-up 1/2: 2d L=1 fast" in result.stderr
+    assert "2 case(s) in 6 interleaved rounds: about" in result.stderr
+    result = CliRunner().invoke(app, ["time", "2d", "--depths", "1", "--channels", "3", "--seq-len", "3",
+                                      "--repeats", "1", "--warmup", "0", "--threads", "2", "--json", "--no-store"])
+    assert json.loads(result.stdout)[0]["threads"] == 2
+
+
+def test_a_busy_machine_is_warned_about(monkeypatch):
+    from tlstm_bench.timing import measure
+
+    notes = []
+
+    monkeypatch.setattr(measure, "time_sample", lambda *a, **k: (0.001, 0.4))
+    records = measure_cases([Case("2d", 1)], channels=2, seq_len=2, repeats=2, warmup=0, threads=1,
+                            progress=lambda e: notes.append(e))
+    assert records[0]["cpu_share"] == 0.4
+    (warning,) = [e for e in notes if e.level == "warning"]
+    assert "busy" in warning.message and "40%" in warning.message
+
+
+class _FrozenTime:
+    """A clock that never moves, as under `faketime -f '2020-01-01 00:00:00'`."""
+
+    @staticmethod
+    def perf_counter():
+        return 1000.0
+
+    thread_time = process_time = perf_counter
+    sleep = staticmethod(time.sleep)
+
+
+def test_a_frozen_clock_is_refused_and_nothing_is_recorded(tmp_path, monkeypatch):
+    """Issue 31: under a frozen clock `time` wrote records of 0.000 ms and exited 0."""
+    monkeypatch.setenv("TLSTM_BENCH_RESULTS", str(tmp_path))
+    monkeypatch.setattr(protocol, "time", _FrozenTime)
+    for warmup in (1, 0):  # refused in the warm-up, and in the rounds when there is none
+        with pytest.raises(protocol.FrozenClock, match="clock did not advance while timing 2d L=1"):
+            measure_cases([Case("2d", 1), Case("2d", 2)], channels=2, seq_len=2, repeats=2, warmup=warmup,
+                          on_failure=lambda case, why: None)
+    for warmup in ("1", "0"):
+        result = CliRunner().invoke(app, ["time", "2d", "slstm", "--depths", "1,2", "--channels", "3", "--seq-len",
+                                          "3", "--repeats", "2", "--warmup", warmup])
+        assert result.exit_code == 2, result.output
+        errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "clock did not advance" in errors[0] and "Traceback" not in result.output
+        assert not list(tmp_path.rglob("*.json"))  # no record written

@@ -64,7 +64,8 @@ TASK_IO_WITHOUT_DATA = {"enwik8": {"vocab": ENWIK8_SYMBOLS}, "mnist": MNIST_IO, 
 # ---- runtime measurement (SPEC section 8) ---------------------------------------------------
 TIMING_VOCAB = ENWIK8_SYMBOLS
 TIMING_SEQ_LEN = 100     # T
-TIMING_REPEATS = 10      # timed runs per case
+TIMING_REPEATS = 20      # timed runs per case: 20 interleaved rounds let the sign test order two
+                         # depths when 15 of their 20 paired ratios agree (10 rounds: 9 of 10)
 TIMING_WARMUP = 3        # untimed runs per case first
 DTYPE_BYTES = {"float32": 4, "float64": 8}  # the dtypes a run may use (timing, sweeps), and their size
 DTYPES = tuple(DTYPE_BYTES)
@@ -72,6 +73,16 @@ DEFAULT_DTYPE = "float32"
 MAX_REPEATS = 100_000    # timed or warm-up runs per case; more is a typo, not a measurement
 # What one timed run is, in the words every table, figure and doc uses (SPEC section 8).
 TIMED_PASS = "forward + loss + backward"
+CPU_THREADS = 1          # CPU threads of a measurement unless asked: more threads on a shared
+                         # machine wait for each other (2 threads beside a busy core: L2/L1 = 0.19)
+# On a CPU each sample is the mean of enough back-to-back runs to last this long: a small model's
+# run lasts about a millisecond, and on a shared machine one scheduler preemption is then the whole
+# sample (single runs gave 0.04 and 0.5-1.4 ms/step for the same case at a load of ~10 on 2 cores).
+CPU_MIN_SAMPLE_S = 0.05
+# A record whose samples had less than this share of their wall time on the CPU (the process's CPU
+# time over wall time x threads, median over the samples) was timed on a busy machine: the timing
+# warns, and with more than one thread its depths are not ordered (results.view.contended).
+CONTENDED_SHARE = 0.75
 
 # ---- training (SPEC section 9: Adam at 1e-3) ------------------------------------------------
 LEARNING_RATE = 1e-3

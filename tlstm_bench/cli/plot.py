@@ -48,7 +48,7 @@ def plot(
             say(console, Text(f"  failed: {failed}", style="red"), hanging=2)
         for lead, items, style in (("not solved:", fig.unsolved, ""),
                                    ("not causal (ringed; not comparable):", fig.noncausal, "red"),
-                                   ("runtime within the spread (IQRs overlap):", fig.within_spread, ""),
+                                   ("runtime not resolved (≈):", fig.within_spread, ""),
                                    ("causality not recorded:", fig.causal_unknown, "")):
             if items:
                 _say(Text(f"  {lead}"), items, style)

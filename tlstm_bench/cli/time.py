@@ -5,19 +5,21 @@ from __future__ import annotations
 import csv
 import io
 import json
+import statistics
 from typing import Annotated, Optional
 
 import typer
 
 from ..errors import UserError
 from ..results.table import TableView
-from ..vocab import DEFAULT_DTYPE, DEVICES, DTYPES, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP
+from ..vocab import (CPU_MIN_SAMPLE_S, CPU_THREADS, DEFAULT_DTYPE, DEVICES, DTYPES, TIMED_PASS, TIMING_REPEATS,
+                     TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP)
 from .app import ResultsDir, app, console, err_console, handles_user_errors, parse_int_list
 from .render import Renderer
 from .tables import draw_table
 
 CSV_FIELDS = ["config", "implementation", "depth", "channels", "tensor_size", "params", "seq_len", "device",
-              "device_name", "threads", "dtype", "repeats", "ms_per_step", "ms_q25", "ms_q75", "ms_iqr"]
+              "device_name", "threads", "dtype", "repeats", "ms_per_step", "ms_q25", "ms_q75", "ms_iqr", "cpu_share"]
 
 
 @app.command(name="time")
@@ -33,7 +35,8 @@ def time_(
         help="An implementation name, or 'all'. Default: every sLSTM implementation and the tLSTM's 'fast'.")] = None,
     repeats: Annotated[int, typer.Option(help="Timed runs per case (interleaved across cases).")] = TIMING_REPEATS,
     warmup: Annotated[int, typer.Option(help="Untimed runs per case first.")] = TIMING_WARMUP,
-    threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: torch's current count).")] = None,
+    threads: Annotated[int, typer.Option(help="CPU threads (more threads on a shared machine wait for "
+                                              "each other).")] = CPU_THREADS,
     dtype: Annotated[str, typer.Option(help=" or ".join(DTYPES) + ".")] = DEFAULT_DTYPE,
     vocab: Annotated[int, typer.Option(help="Token input and output size (default: enwik8's).")] = TIMING_VOCAB,
     seed: Annotated[int, typer.Option(help="Seed of the model and the input.")] = 0,
@@ -57,29 +60,37 @@ def time_(
         raise UserError("give at most one of --json and --csv")
     levels = parse_int_list(depths, "--depths")
     cases = plan_cases(configs, levels, implementation, device)
-    quiet = as_json or as_csv
     failed: dict = {}
+    # progress goes to stderr, also with --json / --csv (stdout stays the data)
     with Renderer(err_console) as report:
         records = measure_cases(cases, channels=channels, budget=budget, vocab=vocab, seq_len=seq_len,
                                 device=device, repeats=repeats, warmup=warmup, threads=threads, dtype=dtype,
-                                seed=seed, on_failure=failed.__setitem__, progress=None if quiet else report)
+                                seed=seed, min_sample_s=CPU_MIN_SAMPLE_S if device == "cpu" else 0.0,
+                                on_failure=failed.__setitem__, progress=report)
     paths = save_records(records, "timing", folder.store) if store else []
-    if as_json:
-        print(json.dumps(records))
-    elif as_csv:
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, CSV_FIELDS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(records)
-        print(buf.getvalue(), end="")
+    if as_json or as_csv:
+        _print_data(records, as_json)
     elif records:
-        _print_table(records, levels, paths, f"T={seq_len}, batch 1, {repeats} repeats after {warmup} warm-up")
+        _print_table(records, levels, paths, f"T={seq_len}, batch 1, {repeats} repeats after {warmup} warm-up"
+                     + (f", samples of >= {CPU_MIN_SAMPLE_S * 1000:.0f} ms" if device == "cpu" else ""))
     for case, why in failed.items():  # one implementation's failure never costs another's records
         err_console.print(f"error: {case.config} L={case.depth} {case.implementation or 'default'} failed "
                           f"(the other cases were timed): {why.splitlines()[0]}", markup=False, highlight=False,
                           soft_wrap=True)
     if failed:
         raise typer.Exit(1)
+
+
+def _print_data(records: list[dict], as_json: bool) -> None:
+    """The records on stdout: a JSON list, or CSV."""
+    if as_json:
+        print(json.dumps(records))
+        return
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, CSV_FIELDS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(records)
+    print(buf.getvalue(), end="")
 
 
 def _print_table(records: list[dict], levels: list[int], paths: list, settings: str) -> None:
@@ -89,9 +100,12 @@ def _print_table(records: list[dict], levels: list[int], paths: list, settings: 
     draw_table(console, table)
     first = records[0]
     threads = f"{first['threads']} thread{'' if first['threads'] == 1 else 's'}"
+    shares = [r["cpu_share"] for r in records if r.get("cpu_share") is not None]
+    busy = f"; the process had {statistics.median(shares):.0%} of its time on the CPU" if shares else ""
     console.print(f"{first['device_name']} ({first['device']}), {threads}, {first['dtype']}, "
-                  f"flush denormals: {first['flush_denormal']}; {settings}, interleaved. "
-                  "ms per timestep: median (IQR).", highlight=False)
+                  f"flush denormals: {first['flush_denormal']}; {settings}, interleaved{busy}. "
+                  "ms per timestep: median (IQR); last depth over first: median of the rounds' ratios.",
+                  highlight=False)
     if any(WITHIN_SPREAD in cell for row in table.rows for cell in row):
         console.print(WITHIN_SPREAD_NOTE, highlight=False)
     if paths:
@@ -100,13 +114,14 @@ def _print_table(records: list[dict], levels: list[int], paths: list, settings: 
 
 def runtime_table(records: list[dict], depths: list[int]) -> TableView:
     """One row per configuration and implementation: the median and (under it) the IQR at each
-    depth, and the ratio of the last depth to the first. ``≈`` marks a value whose interquartile
-    range overlaps an adjacent depth's (a ratio: the first and last depth's), where the
-    difference is within the measured spread. 80 columns wide for up to four depths; narrower,
+    depth, and the ratio of the last depth to the first (the median of the rounds' ratios).
+    ``≈`` marks a value the data cannot order against an adjacent depth (a ratio: its first and
+    last depth): ``results.view.unresolved``, the rule ``results`` and the figures use too.
+    80 columns wide for up to four depths; narrower,
     one block per row (:mod:`.tables`)."""
-    from ..results.view import WITHIN_SPREAD, quartiles, spread_overlaps
+    from ..results.view import WITHIN_SPREAD, depth_ratio, unresolved, unresolved_pairs
 
-    table = TableView(title="ms per timestep (forward + loss + backward)")
+    table = TableView(title=f"ms per timestep ({TIMED_PASS})")
     table.add_column("config", style="bold")
     table.add_column("impl")
     table.add_column("M", justify="right")
@@ -117,15 +132,13 @@ def runtime_table(records: list[dict], depths: list[int]) -> TableView:
     for r in records:
         rows.setdefault((r["config"], r["implementation"]), {})[r["depth"]] = r
     for (config, impl), by_depth in rows.items():
-        intervals = {d: quartiles(r) for d, r in by_depth.items()}
-        close = {d for pair in spread_overlaps(intervals) for d in pair}
+        close = {d for pair in unresolved_pairs(by_depth) for d in pair}
         cells = [f"{WITHIN_SPREAD if d in close else ''}{by_depth[d]['ms_per_step']:.3f}\n({by_depth[d]['ms_iqr']:.3f})"
                  if d in by_depth else "-" for d in depths]
         first, last = by_depth.get(depths[0]), by_depth.get(depths[-1])
         ratio = "-"
         if first and last and first is not last:
-            ends = spread_overlaps({0: intervals[depths[0]], 1: intervals[depths[-1]]})
-            ratio = f"{WITHIN_SPREAD if ends else ''}{last['ms_per_step'] / first['ms_per_step']:.2f}"
+            ratio = f"{WITHIN_SPREAD if unresolved(first, last) else ''}{depth_ratio(first, last):.2f}"
         channels = ",".join(sorted({str(r["channels"]) for r in by_depth.values()}))
         table.add_row(config, impl, channels, *cells, ratio)
     return table

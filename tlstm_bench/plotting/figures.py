@@ -30,7 +30,7 @@ from matplotlib.ticker import FixedLocator
 
 from ..atomic import save_figure
 from ..results.frame import config_order
-from ..results.view import NOT_CAUSAL, UNKNOWN_CAUSAL, WITHIN_SPREAD, spread_overlaps
+from ..results.view import NOT_CAUSAL, UNKNOWN_CAUSAL, WITHIN_SPREAD, unresolved_pairs
 from ..vocab import ANCHOR_NAMES, TIMED_PASS
 from .grid import cell_status
 
@@ -75,7 +75,7 @@ class TaskFigure:
     unsolved: list[str] = field(default_factory=list)  # algorithmic cells that never reached 100%
     noncausal: list[str] = field(default_factory=list)  # "train 3d-ln L=2": measured not causal
     causal_unknown: list[str] = field(default_factory=list)  # records that predate the causal field
-    within_spread: list[str] = field(default_factory=list)  # "3d L=1-3": runtime IQRs of two depths overlap
+    within_spread: list[str] = field(default_factory=list)  # "3d L=1-3": two depths the data cannot order
     lines: list[str] = field(default_factory=list)  # the legend's labels, one per line drawn
     notes: list[str] = field(default_factory=list)  # what else the caption says (what may be compared)
     panels: list[str] = field(default_factory=list)  # "metric", "samples", "runtime": the panels drawn
@@ -319,19 +319,21 @@ def _unsolved_points(ax, rows: pd.DataFrame, lines: _Lines) -> list[float]:
 
 
 def runtime_overlaps(rows: pd.DataFrame) -> list[str]:
-    """The runtime lines whose adjacent depths' IQRs (the error bars drawn) overlap, as
-    ``3d L=1-3``: there the plotted difference between the depths is within the measured spread."""
+    """The runtime lines whose adjacent depths the data cannot order, as ``3d L=1-3``: the rule of
+    ``time`` and ``results`` (:func:`~tlstm_bench.results.view.unresolved`) where a depth has one
+    record, else the overlap of its pooled quartiles (the error bars drawn)."""
     ok = rows[(rows["status"] == "ok") & rows["ms_per_step"].notna()]
     close = []
     for config, part in _by_config(ok):
         implementations = part["implementation"].fillna("").astype(str)
         several = implementations.nunique() > 1
         for impl, series in part.groupby(implementations, sort=True):
-            intervals = {}
+            by_depth = {}
             for depth, cell in series.groupby("depth"):
-                _, lo, hi = runtime_summary(cell)
-                intervals[int(depth)] = (lo, hi)
-            close += [f"{config}{f' ({impl})' if several else ''} L={a}-{b}" for a, b in spread_overlaps(intervals)]
+                m, lo, hi = runtime_summary(cell)
+                by_depth[int(depth)] = (cell.iloc[0] if len(cell) == 1 else
+                                        {"ms_per_step": m, "ms_q25": lo, "ms_q75": hi})
+            close += [f"{config}{f' ({impl})' if several else ''} L={a}-{b}" for a, b in unresolved_pairs(by_depth)]
     return close
 
 
@@ -550,8 +552,8 @@ def _note(result: TaskFigure, width: int) -> str:
         lines.append(f"{UNKNOWN_CAUSAL} causality not recorded for {len(result.causal_unknown)} cells (records "
                      "older than the field); `tlstm-bench info CONFIG --depth L --json` measures it.")
     if result.within_spread:
-        lines.append(f"{WITHIN_SPREAD} runtime within the spread (the interquartile ranges of two adjacent depths' "
-                     f"repeats overlap, so their difference is not resolved): {', '.join(result.within_spread)}.")
+        lines.append(f"{WITHIN_SPREAD} runtime not resolved (the measurement cannot order these adjacent depths; "
+                     f"docs/runtime.md): {', '.join(result.within_spread)}.")
     lines += result.notes
     if result.missing:
         lines.append(f"missing cells (no record): {', '.join(result.missing)}")

@@ -4,7 +4,8 @@
   and its store of JSON records, written atomically;
 * :mod:`.schema`: what a record holds (a typed definition; ``docs/results.md`` has the table);
 * :mod:`.frame`: the one reader (records -> DataFrame, newest record per cell);
-* :mod:`.view`, :mod:`.export`: tables for a reader, CSV/JSON/Markdown/Parquet;
+* :mod:`.view`, :mod:`.export`: tables for a reader (and the ≈ rule), CSV/JSON/Markdown/Parquet;
+* :mod:`.stats`: paired ratios of interleaved timings and the sign-test interval of their median;
 * :mod:`.provenance`: the code version (a hash of the package source), git, machine.
 
 Importing this package does not import torch or pandas; :mod:`.frame`, :mod:`.view` and

@@ -66,6 +66,9 @@ class Runtime(TypedDict, total=False):
     ms_q75: Optional[float]
     ms_iqr: Optional[float]
     samples: list                # every repeat's ms per step
+    cpu_shares: list             # CPU only: each sample's CPU time over its wall time x threads
+    cpu_share: Optional[float]   # their median: under vocab.CONTENDED_SHARE, a busy machine
+    measurement: Optional[str]   # one id per measure_cases call: samples of one id pair round by round
 
 
 class Train(TypedDict, total=False):

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from ..errors import UserError
+from ..vocab import CONTENDED_SHARE
+from .stats import median_interval, paired_ratios
 from .table import Column, TableView
 
 DEFAULT_COLUMNS = {
@@ -36,11 +39,18 @@ NOT_CAUSAL_NOTE = (f"{NOT_CAUSAL} not causal: the separability audit of this mod
                    "y_t depends on later inputs, so its numbers are not comparable with a causal model's "
                    "(docs/results.md#causality).")
 WITHIN_SPREAD = "≈"
-WITHIN_SPREAD_NOTE = (f"{WITHIN_SPREAD} within the spread: this depth's interquartile range overlaps that of the "
-                      "next or previous depth of the same configuration, so the difference between them is "
-                      "not resolved by this measurement.")
+WITHIN_SPREAD_NOTE = (f"{WITHIN_SPREAD} not resolved: this measurement cannot order this depth and the next or "
+                      "previous one of the same configuration (for a ratio: its two depths): the 95% interval "
+                      "of their round-by-round ratio contains 1 (records timed apart: their interquartile "
+                      "ranges overlap), or the machine's load hit them unequally or made several threads "
+                      "wait for each other (docs/runtime.md#a-busy-machine).")
 UNKNOWN_CAUSAL_NOTE = (f"{UNKNOWN_CAUSAL} causality not recorded (the record predates it): "
                        "`tlstm-bench info CONFIG --depth L --json` measures it.")
+
+
+LEVEL = 0.95  # the confidence at which two depths count as ordered
+MIN_PAIRS = 6  # the fewest paired rounds whose sign-test interval can reach LEVEL
+UNEQUAL_SHARES = 1.25  # two records' CPU shares further apart than this: the load hit them unequally
 
 
 def spread_overlaps(intervals: dict) -> list[tuple]:
@@ -62,9 +72,86 @@ def quartiles(record) -> tuple[float, float]:
     return median - half, median + half
 
 
+def cpu_share(record) -> float | None:
+    """A timing record's median share of its samples' wall time on the CPU; None if unknown."""
+    share = record.get("cpu_share")
+    return None if _is_missing(share) else float(share)
+
+
+def contended(record) -> bool:
+    """Whether a timing record's threads waited for each other on a busy machine: more than one
+    thread and a ``cpu_share`` under ``CONTENDED_SHARE``. Threads that wait at every barrier for
+    a peer another process holds slow some cases far more than others (2 threads beside a
+    one-core hog: L2/L1 from 1.3 to 37 in six runs, several "resolved"). One thread that waits
+    for a core stretches both samples of a round alike, which the paired test sees as noise
+    (the same runs with one thread at 30-60% of the CPU: L2/L1 1.12-1.45). Unknown (a GPU, an
+    old record): not contended."""
+    share = cpu_share(record)
+    threads = record.get("threads")
+    return share is not None and share < CONTENDED_SHARE and not _is_missing(threads) and int(threads) > 1
+
+
+def unequal_load(first, second) -> bool:
+    """Whether the load hit two records unequally: their CPU shares differ by more than
+    ``UNEQUAL_SHARES`` x. A sample's wall time is its CPU time over its share, so their ratio
+    carries the ratio of their shares, a bias no paired interval sees."""
+    a, b = cpu_share(first), cpu_share(second)
+    return a is not None and b is not None and max(a, b) > UNEQUAL_SHARES * max(min(a, b), 1e-9)
+
+
+def paired_ratios_of(first, second) -> list[float] | None:
+    """``second``'s samples over ``first``'s, round by round, when the two records were timed in
+    the same interleaved rounds (the same ``measurement``); else None."""
+    ids, samples = (first.get("measurement"), second.get("measurement")), (first.get("samples"), second.get("samples"))
+    if _is_missing(ids[0]) or ids[0] != ids[1] or not all(isinstance(s, list) and s for s in samples):
+        return None
+    n = min(len(samples[0]), len(samples[1]))  # a case with fewer repeats left the last rounds
+    a, b = samples[0][:n], samples[1][:n]
+    if not all(isinstance(v, (int, float)) and v > 0 for v in a + b):
+        return None
+    return paired_ratios(b, a)
+
+
+def depth_ratio(first, second) -> float:
+    """``second`` over ``first``: the median of their round-by-round ratios where they pair,
+    else the ratio of their medians."""
+    ratios = paired_ratios_of(first, second)
+    return statistics.median(ratios) if ratios else float(second["ms_per_step"]) / float(first["ms_per_step"])
+
+
+def unresolved(first, second) -> bool:
+    """THE rule of the ≈ mark (``time``, ``results`` and the figures): True when two timing
+    records of one configuration cannot be ordered by their data.
+
+    * Either was timed with several threads on a busy machine (:func:`contended`), or the load
+      hit the two unequally (:func:`unequal_load`): their ratio is the load's.
+    * Timed in the same rounds: their paired ratios' sign-test interval at ``LEVEL``
+      (:func:`~tlstm_bench.results.stats.median_interval`) contains 1, or there are too few
+      rounds for that level. The rounds are interleaved, so each pair met the same load: a
+      far sharper test than two spreads, and one that an outlier round cannot fool.
+    * Timed apart (older records, other runs): their interquartile ranges overlap.
+    """
+    if contended(first) or contended(second) or unequal_load(first, second):
+        return True
+    ratios = paired_ratios_of(first, second)
+    if ratios is None:
+        return bool(spread_overlaps({0: quartiles(first), 1: quartiles(second)}))
+    if len(ratios) < MIN_PAIRS:
+        return True
+    _, low, high = median_interval(ratios, LEVEL)
+    return low <= 1.0 <= high
+
+
+def unresolved_pairs(by_depth: dict) -> list[tuple]:
+    """The adjacent depths (d1, d2) of one configuration that :func:`unresolved` cannot order;
+    ``by_depth`` maps each depth to its record."""
+    depths = sorted(by_depth)
+    return [(a, b) for a, b in zip(depths, depths[1:]) if unresolved(by_depth[a], by_depth[b])]
+
+
 def within_spread(rows: pd.DataFrame) -> set:
-    """Index labels of the successful timing rows whose spread overlaps an adjacent depth's
-    (same configuration and implementation); see :func:`spread_overlaps`."""
+    """Index labels of the successful timing rows that :func:`unresolved` cannot order against an
+    adjacent depth (same configuration and implementation; a depth's newest row)."""
     ok = rows[(rows.get("status") == "ok") & rows["ms_per_step"].notna() & rows["depth"].notna()]
     impl = ok["implementation"].fillna("") if "implementation" in ok else pd.Series("", index=ok.index)
     marked = set()
@@ -72,8 +159,8 @@ def within_spread(rows: pd.DataFrame) -> set:
         by_depth = {}
         for label, row in group.iterrows():
             by_depth.setdefault(row["depth"], []).append(label)
-        intervals = {d: quartiles(group.loc[labels[-1]]) for d, labels in by_depth.items()}
-        for a, b in spread_overlaps(intervals):
+        newest = {d: group.loc[labels[-1]] for d, labels in by_depth.items()}
+        for a, b in unresolved_pairs(newest):
             marked.update(by_depth[a] + by_depth[b])
     return marked
 

@@ -12,7 +12,12 @@ again. Each cell still has its own claim and its own record, and resumes on its 
 sweep killed after the group was timed finds the siblings' measurements in the file; one
 killed before it times the group again. A corrupt or foreign file is ignored (timed
 again), never trusted. The record says which depths were timed with it (``timed_with``)
-and in which measurement (``timing_group``).
+and in which measurement (``timing_group``; ``measurement`` pairs their samples round by round).
+
+On a CPU each sample lasts at least ``vocab.CPU_MIN_SAMPLE_S`` (back-to-back runs: a small
+model's run lasts about a millisecond, and one scheduler preemption was then the whole sample),
+and a spec without ``threads`` is timed with ``vocab.CPU_THREADS`` (one). Whether two depths are
+ordered is decided by ``results.view.unresolved`` from the records, as for ``time``.
 """
 
 from __future__ import annotations
@@ -23,14 +28,9 @@ from pathlib import Path
 from ..atomic import atomic_write
 from ..results.provenance import code_version
 from ..results.schema import stable_hash
+from ..vocab import CPU_MIN_SAMPLE_S, CPU_THREADS
 
 GROUP_DIR = ".timed"  # beside .checkpoints and .locks in a sweep's store folder
-# On a CPU each sample is the mean of enough back-to-back runs to last this long (as the gate
-# does): a small model's run lasts about a millisecond, and on a shared machine one scheduler
-# preemption is then the whole sample. Measured (2-core CPU, load ~10, M=8, T=20, 5 samples):
-# single runs gave 0.04 ms/step and 0.5-1.4 ms/step for the same case, so a 3-sample median
-# put slstm at L=1 above L=3.
-CPU_MIN_SAMPLE_S = 0.05
 
 
 def group_key(spec: dict) -> str:
@@ -64,12 +64,14 @@ def _measure(spec: dict, group: str) -> dict:
     depths = group_depths(spec)
     implementation = None if spec["implementation"] == "default" else spec["implementation"]
     failed: dict[str, str] = {}
+    cpu = spec["device"] == "cpu"
+    threads = spec.get("threads") if spec.get("threads") is not None or not cpu else CPU_THREADS
     records = measure_cases(
         [Case(spec["config"], d, implementation) for d in depths],
         channels=spec.get("channels"), budget=spec.get("budget"), vocab=spec["vocab"],
         input_size=spec["input_size"], output_size=spec["output_size"], seq_len=spec["seq_len"],
-        device=spec["device"], repeats=spec["repeats"], warmup=spec["warmup"], threads=spec.get("threads"),
-        dtype=spec["dtype"], seed=spec["seed"], min_sample_s=CPU_MIN_SAMPLE_S if spec["device"] == "cpu" else 0.0,
+        device=spec["device"], repeats=spec["repeats"], warmup=spec["warmup"], threads=threads,
+        dtype=spec["dtype"], seed=spec["seed"], min_sample_s=CPU_MIN_SAMPLE_S if cpu else 0.0,
         on_failure=lambda case, why: failed.__setitem__(str(case.depth), why.splitlines()[0]))
     by_depth = {str(r["depth"]): {**r, "timed_with": depths, "timing_group": group} for r in records}
     return {"group": group, "records": by_depth, "failed": failed}

@@ -10,6 +10,10 @@ and warms up its cases once, then times one sample of each case it is asked for 
 round. :func:`run_groups` drives the rounds across every group, so the repeats are
 interleaved across groups as they are within one.
 
+Each round's samples also measure the process's CPU time against their wall time
+(``cpu_share``: a busy machine is warned about through ``progress``); odd rounds run in the
+reverse order; a clock that does not advance raises ``protocol.FrozenClock`` (a UserError).
+
 Why processes: a CUDA error (a failed graph capture, an illegal memory access) is sticky:
 after it every CUDA call of the process fails, so in one process one broken
 implementation takes every other case down with it (the first H100 run: after the
@@ -23,7 +27,10 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import statistics
+import time
 import traceback
+import uuid
 from typing import Callable, Iterable
 
 import torch
@@ -31,11 +38,12 @@ import torch
 from ..errors import UserError
 from ..events import Progress, note, reporter
 from ..models import format_config, parse_config
-from ..vocab import DEFAULT_DTYPE, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP
-from .protocol import (Case, Plan, Setup, StepRun, check_memory, check_settings, cpu_settings, runtime_record,
-                       time_step, warm_up)
+from ..vocab import CONTENDED_SHARE, DEFAULT_DTYPE, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP
+from .protocol import (Case, FrozenClock, Plan, Setup, StepRun, check_memory, check_settings, cpu_settings,
+                       runtime_record, time_sample, time_step, warm_up)
 
 WORKER_TIMEOUT_S = 1800.0  # one command (a warm-up with a compilation, a round of slow cases)
+ROUND_NOTE_EVERY_S = 5.0  # a long run says how far it is at most this often
 
 
 USER_ERROR = "error: "  # a case's failure that is bad input (a UserError), not a fault
@@ -61,16 +69,20 @@ class CaseGroup:
         self.number: dict[Case, int] = {}
         self.last: dict[Case, float] = {}
         self.samples: dict[Case, list[float]] = {}
+        self.shares: dict[Case, list] = {}
         self.device = torch.device(setup.device)
 
-    def prepare(self) -> dict[Case, str]:
-        """Build and warm up every case; returns the cases that failed, with why (``contain``)."""
+    def prepare(self, cases: list[Case] | None = None) -> dict[Case, str]:
+        """Build and warm up ``cases`` (default: every case); returns those that failed, with why
+        (``contain``). A clock that sees no time pass fails every case: raised."""
         failed = {}
-        for case in self.cases:
+        for case in self.cases if cases is None else cases:
             try:
                 run = self.setup.build(case)
                 seconds = warm_up(run, self.device, self.plan.warmups[case])
                 self.number[case] = self._runs_per_sample(run, seconds)
+            except FrozenClock:
+                raise  # no case can be timed with this clock
             except UserError as exc:
                 if not self.contain:
                     raise
@@ -82,6 +94,7 @@ class CaseGroup:
                 failed[case] = _why(exc)
                 continue
             self.runs[case], self.warmup_runs[case], self.samples[case] = run, len(seconds), []
+            self.shares[case] = []
             self.last[case] = (seconds[-1] if seconds else 0.0) * self.number[case]
         return failed
 
@@ -101,7 +114,9 @@ class CaseGroup:
         for case in cases:
             extra = self.delay(case) if self.delay else 0.0
             try:
-                got[case] = time_step(self.runs[case], self.device, extra, self.number[case])
+                got[case], share = time_sample(self.runs[case], self.device, extra, self.number[case])
+            except FrozenClock:
+                raise  # no case can be timed with this clock
             except Exception as exc:  # noqa: BLE001 - the process may be broken: the group fails
                 if not self.contain:
                     raise
@@ -109,6 +124,7 @@ class CaseGroup:
                                   f"{_why(exc)}") from exc
             self.last[case] = got[case] * self.number[case]
             self.samples[case].append(got[case])
+            self.shares[case].append(share)
         return got
 
     def estimate(self) -> dict[Case, float]:
@@ -123,7 +139,7 @@ class CaseGroup:
             rec = runtime_record(case, run, self.samples[case], seq_len=self.setup.seq_len, device=self.device,
                                  dtype=self.setup.dtype, threads=self.setup.threads, flushed=self.flushed,
                                  warmup=self.plan.warmups[case], repeats=len(self.samples[case]),
-                                 number=self.number[case])
+                                 number=self.number[case], shares=self.shares[case])
             rec.update(warmup_runs=self.warmup_runs[case], truncated=truncated, isolated=isolated)
             if self.inspect is not None:
                 rec.update(self.inspect(run, rec))
@@ -184,8 +200,8 @@ class WorkerGroup:
         result, self.last = payload
         return result
 
-    def prepare(self) -> dict[Case, str]:
-        return self._ask("prepare")
+    def prepare(self, cases: list[Case] | None = None) -> dict[Case, str]:
+        return self._ask("prepare", cases)
 
     def round(self, cases: list[Case]) -> dict[Case, float]:
         return self._ask("round", cases)
@@ -224,13 +240,16 @@ def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: i
     comes here, so a number means the same thing whoever measured it: each case is built
     once, warmed up to a steady state (:func:`warm_up`), then timed in rounds, round r
     timing every case once before round r+1 starts, so a slow phase of a shared machine hits
-    every case alike and ratios between cases stay meaningful. Records come in the order given.
+    every case alike and ratios between cases stay meaningful. Records come in the order given,
+    with one ``measurement`` id (their samples pair round by round) and, on a CPU, ``cpu_share``
+    (see the module docstring). ``threads`` None: torch's current count.
 
     ``repeats_for(case)`` may lower the repeats of a slow case (it drops out of later rounds);
     ``warmup_for(case)`` its minimum warm-up. ``delay(case)`` is a test-only hook that adds
     that many seconds inside the timed region of each run of a case. ``min_sample_s`` > 0
     makes each sample the mean of ``number`` back-to-back runs, ``number`` chosen so a sample
-    lasts about that long (as ``timeit`` does; the gate uses 50 ms).
+    lasts about that long (as ``timeit`` does; ``time`` and sweeps use ``vocab.CPU_MIN_SAMPLE_S``
+    on a CPU, the gate 20 ms).
 
     Failures: ``isolate`` (default: on a CUDA device when the cases have more than one
     implementation) times each implementation's cases in a process of its own, the rounds
@@ -296,12 +315,16 @@ def run_groups(cases: list[Case], setup: Setup, plan: Plan, *, isolate: bool, de
     with cpu_settings(setup.threads) as flushed:
         groups = _start(cases, setup, plan, isolate, delay, on_failure is not None, prepare, inspect, flushed)
         try:
-            groups = _prepare(groups, failures, report)
+            groups = _prepare(groups, plan, failures, report)
             truncated = _rounds(groups, plan, keep_going, failures, report)
             records = _collect(groups, truncated, isolate, failures)
         finally:
             for group in groups:
                 group.close()
+    measurement = uuid.uuid4().hex[:12]  # the records whose samples pair round by round
+    for record in records.values():
+        record["measurement"] = measurement
+    _contention_note(records, report)
     refused = [why[len(USER_ERROR):] for why in failures.values() if why.startswith(USER_ERROR)]
     if refused and (on_failure is None or not records):
         raise UserError(refused[0])  # bad input: for every case, or for a caller that contains nothing
@@ -312,6 +335,18 @@ def run_groups(cases: list[Case], setup: Setup, plan: Plan, *, isolate: bool, de
             raise RuntimeError(f"timing {case.config} L={case.depth} {setup.implementation(case)} failed: {why}")
         on_failure(case, why)
     return records
+
+
+def _contention_note(records: dict, report) -> None:
+    """A warning when the machine's other work took a large share of the samples' time."""
+    shares = [r["cpu_share"] for r in records.values() if r.get("cpu_share") is not None]
+    if not shares or statistics.median(shares) >= CONTENDED_SHARE:
+        return
+    threads = max(r["threads"] for r in records.values())
+    what = ("the threads waited for each other, so no depth is ordered (marked ≈): use --threads 1"
+            if threads > 1 else "the ratios, paired round by round, hold where they are not marked ≈")
+    note(report, f"warning: the machine was busy: this process had {statistics.median(shares):.0%} of its time "
+                 f"on the CPU, so the milliseconds are slower than this machine's; {what}", "warning")
 
 
 def _start(cases, setup, plan, isolate, delay, contain, prepare, inspect, flushed) -> list:
@@ -327,16 +362,26 @@ def _start(cases, setup, plan, isolate, delay, contain, prepare, inspect, flushe
     return [WorkerGroup(group, setup, plan, prepare, inspect) for group in by_impl.values()]
 
 
-def _prepare(groups: list, failures: dict, report) -> list:
-    """Warm up each group in turn (never two on the device at once); the groups still alive."""
-    alive = []
+def _prepare(groups: list, plan: Plan, failures: dict, report) -> list:
+    """Warm up each group in turn, a case at a time (never two groups on the device at once),
+    saying which case is warming up and, for one that took a while (a large model, an oracle),
+    what its rounds will take. Returns the groups still alive."""
+    alive, total = [], sum(len(g.cases) for g in groups)
+    done = 0
     for group in groups:
-        names = sorted({c.config for c in group.cases}, key=[c.config for c in group.cases].index)
-        note(report, f"warm-up: {len(group.cases)} case(s) of {', '.join(names)}", "detail")
         try:
-            failures.update(group.prepare())
+            for case in group.cases:
+                done += 1
+                note(report, f"warm-up {done}/{total}: {case.config} L={case.depth} "
+                     f"{case.implementation or 'default'}", "detail")
+                start = time.perf_counter()
+                failures.update(group.prepare([case]))
+                took, sample = time.perf_counter() - start, group.estimate().get(case)
+                if took >= ROUND_NOTE_EVERY_S and sample:
+                    note(report, f"warm-up {done}/{total} took {_duration(took)}; its {plan.wanted[case]} "
+                         f"rounds will take about {_duration(sample * plan.wanted[case])}", "detail")
         except GroupFailed as exc:
-            failures.update({c: str(exc) for c in group.cases})
+            failures.update({c: str(exc) for c in group.cases if c not in failures})
             group.close()
             continue
         alive.append(group)
@@ -344,11 +389,19 @@ def _prepare(groups: list, failures: dict, report) -> list:
 
 
 def _rounds(groups: list, plan: Plan, keep_going, failures: dict, report) -> bool:
-    """Round r samples every case that wants more, group by group; True if stopped early."""
+    """Round r samples every case that wants more, group by group; True if stopped early.
+
+    Odd rounds go in the reverse order (groups and cases): a load that grows or falls during a
+    round then slows the first and the last case alike over two rounds, instead of always the
+    same one, and a paired ratio is not biased by the order."""
     rounds = max(plan.wanted.values())
     done: dict[Case, int] = {}
+    _estimate_note(groups, plan, rounds, report)
+    start = last_note = time.perf_counter()
     for r in range(rounds):
-        want = {id(g): [c for c in g.estimate() if done.get(c, 0) < plan.wanted[c]] for g in groups}
+        step = 1 if r % 2 == 0 else -1
+        ordered = groups[::step]
+        want = {id(g): [c for c in g.estimate() if done.get(c, 0) < plan.wanted[c]][::step] for g in ordered}
         if not any(want.values()):
             break
         if keep_going is not None:
@@ -356,8 +409,12 @@ def _rounds(groups: list, plan: Plan, keep_going, failures: dict, report) -> boo
             if not keep_going(need):
                 note(report, f"stopped after {r} of {rounds} rounds", "warning")
                 return True
-        note(report, f"round {r + 1}/{rounds}", "detail")
-        for group in list(groups):
+        now = time.perf_counter()
+        if r and now - last_note >= ROUND_NOTE_EVERY_S:
+            left = (now - start) / r * (rounds - r)
+            note(report, f"round {r + 1}/{rounds}, about {_duration(left)} left", "detail")
+            last_note = now
+        for group in list(ordered):
             if not want[id(group)]:
                 continue
             try:
@@ -370,6 +427,21 @@ def _rounds(groups: list, plan: Plan, keep_going, failures: dict, report) -> boo
             for c in want[id(group)]:
                 done[c] = done.get(c, 0) + 1
     return False
+
+
+def _estimate_note(groups: list, plan: Plan, rounds: int, report) -> None:
+    """After the warm-up, what the rounds will take: each case's last sample x its repeats."""
+    seconds = {c: s for g in groups for c, s in g.estimate().items()}
+    if seconds:
+        total = sum(s * plan.wanted[c] for c, s in seconds.items())
+        note(report, f"timing {len(seconds)} case(s) in {rounds} interleaved rounds: about {_duration(total)}")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(seconds, 1):.0f} s"
+    minutes = seconds / 60
+    return f"{minutes:.0f} min" if minutes < 90 else f"{minutes / 60:.1f} h"
 
 
 def _collect(groups: list, truncated: bool, isolated: bool, failures: dict) -> dict[Case, dict]:

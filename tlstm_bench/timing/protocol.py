@@ -9,6 +9,8 @@ every raw sample.
   (``torch.set_num_threads``), and subnormal floats flushed
   (``torch.set_flush_denormal(True)``; recorded as ``flush_denormal``), because the
   decaying recurrent state produces subnormals that slowed the same model 10-100x.
+  Each sample also measures the process's CPU time against its wall time (``cpu_share``):
+  how much of the sample the machine's other work took (:func:`time_sample`).
 * CUDA: CUDA events around each run, synchronised before reading them.
 
 Several cases (configuration x depth x implementation) are timed with their repeats
@@ -177,8 +179,16 @@ class StepRun:
         return {name: p.grad for name, p in self.model.named_parameters()}
 
 
-def time_step(run: StepRun, device: torch.device, extra_delay: float = 0.0, number: int = 1) -> float:
-    """Seconds of one forward + loss + backward (the mean of ``number`` back-to-back runs)."""
+def time_sample(run: StepRun, device: torch.device, extra_delay: float = 0.0,
+                number: int = 1) -> tuple[float, float | None]:
+    """(seconds of one forward + loss + backward, the mean of ``number`` back-to-back runs; the
+    share of that wall time the process ran on its CPU threads, None on CUDA).
+
+    The share is the contention check: CPU time over wall time x threads (with one thread, the
+    CPU time of this thread alone, so a progress bar's thread does not count). 1.0: the process
+    had its cores the whole time; 0.5: it waited half the time for a core another process held.
+    A clock that sees no time pass (frozen, faked) is refused: a 0 ms sample is not a measurement.
+    """
     if device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize(device)
@@ -189,13 +199,34 @@ def time_step(run: StepRun, device: torch.device, extra_delay: float = 0.0, numb
             torch.cuda._sleep(int(extra_delay * number * 1e9))  # test hook only; roughly cycles
         end.record()
         torch.cuda.synchronize(device)
-        return start.elapsed_time(end) / 1000.0 / number
-    t0 = time.perf_counter()
+        return _advanced(start.elapsed_time(end) / 1000.0, run) / number, None
+    threads = torch.get_num_threads()
+    cpu_clock = time.thread_time if threads == 1 else time.process_time
+    c0, t0 = cpu_clock(), time.perf_counter()
     for _ in range(number):
         run()
     if extra_delay:
         time.sleep(extra_delay * number)  # test-only slowdown hook (see measure_cases ``delay``)
-    return (time.perf_counter() - t0) / number
+    wall = _advanced(time.perf_counter() - t0, run)
+    return wall / number, min(1.0, (cpu_clock() - c0) / (wall * threads))
+
+
+class FrozenClock(UserError):
+    """A timed run that took no time: the clock is frozen or faked. Bad input for every case."""
+
+
+def _advanced(seconds: float, run: StepRun) -> float:
+    if seconds > 0:
+        return seconds
+    case = getattr(run, "case", None)
+    what = f" while timing {case.config} L={case.depth}" if case is not None else ""
+    raise FrozenClock(f"the clock did not advance{what} ({seconds} s for a whole run): a frozen or faked "
+                    "clock (faketime?) cannot time anything, so nothing is recorded")
+
+
+def time_step(run: StepRun, device: torch.device, extra_delay: float = 0.0, number: int = 1) -> float:
+    """Seconds of one forward + loss + backward (the mean of ``number`` back-to-back runs)."""
+    return time_sample(run, device, extra_delay, number)[0]
 
 
 def warm_up(run: StepRun, device: torch.device, minimum: int) -> list[float]:
@@ -214,9 +245,10 @@ def warm_up(run: StepRun, device: torch.device, minimum: int) -> list[float]:
 
 
 def runtime_record(case: Case, run: StepRun, samples_s: list[float], *, seq_len, device, dtype, threads,
-                   flushed, warmup, repeats, number=1) -> dict:
+                   flushed, warmup, repeats, number=1, shares: list | None = None) -> dict:
     model = run.model
     samples = [1000.0 * s / seq_len for s in samples_s]
+    shares = [round(s, 3) for s in shares] if shares and None not in shares else None
     return {
         **provenance(device),
         "causal": causal(model.arch, model.depth),
@@ -242,6 +274,8 @@ def runtime_record(case: Case, run: StepRun, samples_s: list[float], *, seq_len,
         "interleaved": True,
         **summarize(samples),
         "samples": samples,
+        "cpu_share": round(statistics.median(shares), 3) if shares else None,
+        "cpu_shares": shares,
     }
 
 

@@ -11,7 +11,7 @@ two kinds of quantities with a baseline shipped with the package
    move when the code, the torch version or the device kind changes; with another torch
    version than the baseline's they are shown but do not fail (rewrite the baseline).
 2. Timing: the cases are timed in interleaved rounds, and two kinds of ratio are taken
-   round by round (:mod:`~tlstm_bench.timing.stats`):
+   round by round (:mod:`~tlstm_bench.results.stats`):
 
    * ``CONFIG t(L)/t(1)``: the shape of each runtime-vs-depth curve (the paper's claim);
    * ``CONFIG/slstm @L``: each tLSTM over the fused sLSTM at the same depth, which sees a
@@ -46,7 +46,7 @@ from . import inject as _inject
 from .counters import COUNTERS, count_cases
 from .measure import measure_cases
 from .protocol import Case, default_implementation
-from .stats import median_interval, paired_ratios
+from ..results.stats import median_interval, paired_ratios
 
 TOLERANCE = 1.25  # timing: lower end of the 95% interval over this x baseline is a regression
 LEVEL = 0.95

@@ -1,5 +1,8 @@
 """Paired ratios of interleaved timings and a distribution-free interval for their median.
 
+Used by the CI gate (``timing.regress``) and by the ≈ rule of every runtime view
+(``results.view.unresolved``); pure Python, so it sits in the results layer, below both.
+
 The gate times its cases in interleaved rounds (round r times every case once before
 round r+1 starts), so the two timings of one round met the same machine load. The ratio
 of two cases is therefore taken round by round (paired), and its median is estimated
