@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import UserError
-from .app import ResultsDir, app, console, handles_user_errors
+from .app import ResultsDir, app, console, err_console, handles_user_errors
 
 
 @app.command()
@@ -56,9 +56,11 @@ def results(
                 Console(width=max(console.width, needed)).print(table)
             else:
                 console.print(table)
-        for note in view.notes:
+        for note in [*view.notes, *frame.attrs.get("notes", [])]:
             console.print(note, highlight=False)
         return
+    for note in frame.attrs.get("notes", []):  # on stderr: the export itself may be on stdout
+        err_console.print(f"note: {note}", highlight=False)
     text = export(frame, fmt, out, columns=chosen, wide=wide)
     if text is not None:
         typer.echo(text, nl=False)
