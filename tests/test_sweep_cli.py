@@ -16,8 +16,11 @@ from sweep_helpers import FAKE, RUNTIME_SPEC, executions, write_spec
 def _dry_run(tmp_path, name, *, title=None):
     """The plan's rows as {column header: cell text}; ``title``: a list that receives the lines
     above the table (what all cells share)."""
+    data = tmp_path / "data"  # an enwik8 file where the data folder says (a sweep without it refuses)
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "enwik8").touch()
     result = CliRunner().invoke(app, ["sweep", name, "--dry-run", "--results-dir", str(tmp_path)],
-                                env={"COLUMNS": "300"})
+                                env={"COLUMNS": "300", "TLSTM_BENCH_DATA": str(data)})
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     if title is not None:

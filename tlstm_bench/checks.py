@@ -4,7 +4,9 @@
 * :func:`number`: a finite real number, positive unless told otherwise (a learning rate);
 * :func:`knobs_once`: a configuration's knob string names each knob once;
 * :func:`output_dir` and :func:`output_file`: a place the command will write to, checked
-  before any work starts, so that a long run never ends in a write that cannot succeed.
+  before any work starts, so that a long run never ends in a write that cannot succeed;
+* :func:`path_length`: a path the file system can take (no name in it, and not the whole,
+  longer than it allows), for every path option.
 
 Each raises :class:`~tlstm_bench.errors.UserError` with one line that names the option and
 says what is allowed. Nothing here imports torch, and nothing here writes anything.
@@ -70,6 +72,44 @@ def knobs_once(config, what: str = "config") -> None:
         seen.add(key)
 
 
+# What POSIX file systems allow where pathconf cannot say: a name (one component) and a whole path, in bytes.
+NAME_BYTES, PATH_BYTES = 255, 4096
+
+
+def shortened(text: str, keep: int = 60) -> str:
+    """``text`` cut in its middle to about ``keep`` characters, so that a message stays one line."""
+    return text if len(text) <= keep else f"{text[:keep // 2]}...{text[-(keep // 3):]} ({len(text):,} characters)"
+
+
+def _limits(path: Path) -> tuple[int, int]:
+    """(longest name, longest path) in bytes on the file system that would hold ``path``."""
+    base = _nearest_existing(path) if len(os.fsencode(str(path))) < PATH_BYTES else Path(".")
+    limits = []
+    for name, default in (("PC_NAME_MAX", NAME_BYTES), ("PC_PATH_MAX", PATH_BYTES)):
+        try:
+            limits.append(os.pathconf(base, name))
+        except (OSError, ValueError, AttributeError):
+            limits.append(default)
+    return limits[0], limits[1]
+
+
+def path_length(path: "str | Path", what: str) -> Path:
+    """``path`` if the file system can take it; else a one-line error saying what is too long."""
+    path = Path(path).expanduser()
+    longest_name, longest_path = _limits(path)
+    whole = len(os.fsencode(str(path.absolute())))
+    if whole >= longest_path:
+        raise UserError(f"{what} {shortened(str(path))} is too long: {whole:,} bytes as a full path, the file "
+                        f"system takes at most {longest_path - 1:,}; give a shorter path")
+    name = max(path.parts, key=lambda part: len(os.fsencode(part)), default="")
+    size = len(os.fsencode(name))
+    if size > longest_name:
+        part = ":" if name == str(path) else f": its part {shortened(name, 30)} is"
+        raise UserError(f"{what} {shortened(str(path))} is too long{part} {size:,} bytes, a name on this file "
+                        f"system takes at most {longest_name}; give a shorter one")
+    return path
+
+
 def _nearest_existing(path: Path) -> Path:
     """``path`` or the closest path above it that exists (what creating ``path`` needs)."""
     for candidate in (path, *path.parents):
@@ -86,7 +126,7 @@ def output_dir(path: "str | Path", what: str, *, write: bool = True) -> Path:
     is probed with a real write (a temporary file, removed at once), which answers for
     permission bits, ACLs and read-only mounts alike; nothing is left behind.
     """
-    path = Path(path).expanduser()
+    path = path_length(path, what)
     base = _nearest_existing(path)
     if not base.is_dir():
         where = "is" if base == path else f"is inside {base}, which is"
@@ -104,7 +144,7 @@ def output_dir(path: "str | Path", what: str, *, write: bool = True) -> Path:
 
 def output_file(path: "str | Path", what: str) -> Path:
     """A file the command will write (or replace): not a folder, and its folder is writable."""
-    path = Path(path).expanduser()
+    path = path_length(path, what)
     if path.is_dir():
         raise UserError(f"{what} {path} is a folder; give a file name")
     output_dir(path.parent, f"{what} {path}: its folder")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import inspect
 import re
@@ -16,6 +17,7 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from .. import __version__
 from ..atomic import disk_problem
+from ..checks import shortened
 from ..errors import UserError
 from .screen import Screen, settle_width, tolerant_streams
 
@@ -143,6 +145,9 @@ def handles_user_errors(fn):
         except UserError as exc:
             raise fail(str(exc)) from None
         except OSError as exc:  # a disk that filled or turned read-only after the checks passed
+            if exc.errno == errno.ENAMETOOLONG:  # a path no option check saw (each checks its own)
+                raise fail(f"a path is too long for the file system: {shortened(str(exc.filename))}; "
+                           "give a shorter one") from None
             problem = disk_problem(exc)
             if problem is None:
                 raise

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UserError
-from .app import ResultsDir, app, console, handles_user_errors
+from .app import ResultsDir, app, console, err_console, handles_user_errors
 from .tables import draw_table
 
 
@@ -50,9 +50,11 @@ def results(
         view = build_view(frame, columns=chosen, wide=wide)
         for table in view.tables:  # --wide: as wide as the table needs; the terminal may fold the lines
             draw_table(console, table, wide=wide)
-        for note in view.notes:
+        for note in [*view.notes, *frame.attrs.get("notes", [])]:
             console.print(note, highlight=False)
         return
+    for note in frame.attrs.get("notes", []):  # on stderr: the export itself may be on stdout
+        err_console.print(f"note: {note}", highlight=False)
     text = export(frame, fmt, out, columns=chosen, wide=wide)
     if text is not None:
         typer.echo(text, nl=False)

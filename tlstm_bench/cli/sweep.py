@@ -52,7 +52,7 @@ def sweep(
     another live sweep runs are waited for. The exit code is 0 only when every cell has a
     record: 1 if any cell failed or has none, 2 for bad input, 130 if interrupted.
     """
-    from ..sweeps.plan import cluster_machine, data_dir_env, plan_sweep, run_sweep, summary_line
+    from ..sweeps.plan import check_data_here, cluster_machine, data_dir_env, plan_sweep, run_sweep, summary_line
     from ..sweeps.slurm import SlurmOptions
 
     folder = workspace(results_dir)
@@ -64,6 +64,8 @@ def sweep(
     if dry_run:
         data_dir_env(data_dir)  # checked, though no cell runs
         plan = plan_sweep(spec, root=root, only=only or (), device=device, machine=cluster_machine(executor, slurm))
+        if executor == "local":  # the cells would find no data here: say so now, not as FAILED records
+            check_data_here(plan, data_dir, retry_failed=retry_failed)
         draw_table(console, plan_table(plan, retry_failed=retry_failed))
         return
     with Renderer(console) as report:

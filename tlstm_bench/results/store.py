@@ -16,8 +16,14 @@ Names that become paths (collections, record ids; a sweep's name is its collecti
 plain file names (:func:`check_name`), and the store never writes outside its folder,
 whatever the name or a symbolic link says (:func:`record_path`). A record that is not what
 the schema says (not JSON, not an object, a field of the wrong type) is reported as corrupt,
-with its path and what to do, by every reader (:func:`read_record`). An ``ok`` record is never
-replaced by one that is not ``ok`` (:func:`put_record`), whoever writes it.
+with its path and what to do, by every reader (:func:`read_record`); so is a path that is not a
+regular file (a FIFO, a device), which no reader opens. An ``ok`` record is never replaced by
+one that is not ``ok`` (:func:`put_record`), whoever writes it.
+
+A record's file is named by its id. A record found under another id's name (copied or moved
+there by hand) is nobody's there: it never counts as that file's record, a writer of that id
+moves it into the collection's quarantine folder (``<collection>/.quarantine/``, never
+deleted; :func:`quarantine`), and the reader leaves it out and says so (:func:`read_collection`).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import atomic_write
+from ..atomic import NotAFile, atomic_write, read_regular_text
 
 try:
     import fcntl
@@ -47,6 +53,9 @@ _PARTS = {"store", "figures", "baselines", "evidence"}
 # A name that becomes a file or folder name: no separator, no "..", not hidden, not an option.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=,:@-]*")
 NAME_MAX = 200
+# The ids the tool gives records (a sweep cell's, a train run's, a `time` record's): 16 hex digits.
+TOOL_ID = re.compile(r"[0-9a-f]{16}")
+QUARANTINE = ".quarantine"  # <collection>/.quarantine/: records found under another id's file name
 
 
 def check_name(what: str, name) -> str:
@@ -159,15 +168,47 @@ def put_record(record: dict, collection: str, *, root: "str | Path | None" = Non
     record = {**record, "id": record_id, "collection": collection}
     path.parent.mkdir(parents=True, exist_ok=True)
     with _folder_locked(path.parent):
-        if record.get("status") != "ok":
-            try:
-                there = read_record(path, missing_ok=True)
-            except UserError:  # a corrupt record is replaced
-                there = None
-            if there is not None and there.get("status") == "ok":
-                return there
+        try:
+            there = read_record(path, missing_ok=True)
+        except UserError:  # a corrupt record (or a special file) is replaced
+            there = None
+        if there is not None and stranger(there, record_id):  # not this id's: kept aside, never counted
+            _move_to_quarantine(path)
+            there = None
+        if record.get("status") != "ok" and there is not None and there.get("status") == "ok":
+            return there
         atomic_write(path, lambda fh: json.dump(_clean(record), fh, indent=1, sort_keys=True, default=str))
     return record
+
+
+def stranger(record: dict, record_id: str) -> bool:
+    """Whether ``record``, found in the file of ``record_id``, is another record's (its id says so)."""
+    return isinstance(record.get("id"), str) and record["id"] != record_id
+
+
+def quarantine(path: Path, record_id: str) -> Path | None:
+    """Move the record at ``path`` (the file of ``record_id``) into its collection's quarantine
+    folder if it is another record's (:func:`stranger`), and return where it went; None if it
+    is not (any more: checked again under the folder's lock, against a writer of the right one)."""
+    with _folder_locked(path.parent):
+        try:
+            there = read_record(path, missing_ok=True)
+        except UserError:
+            return None
+        return _move_to_quarantine(path) if there is not None and stranger(there, record_id) else None
+
+
+def _move_to_quarantine(path: Path) -> Path:
+    """Rename ``path`` into ``<its folder>/.quarantine/`` under a name nothing there has (call it
+    with the folder locked)."""
+    folder = path.parent / QUARANTINE
+    folder.mkdir(exist_ok=True)
+    target, n = folder / path.name, 1
+    while os.path.lexists(target):
+        n += 1
+        target = folder / f"{path.stem}.{n}{path.suffix}"
+    os.rename(path, target)
+    return target
 
 
 @contextlib.contextmanager
@@ -192,24 +233,30 @@ _REDO = {"training": "the same train command then trains that run again",
 
 
 def _corrupt_hint(path: Path) -> str:
+    if not TOOL_ID.fullmatch(path.stem):  # no id of ours: a file a person put there, not a cell or a run
+        return "it is not a record (records are named by their id): move it out of the store"
     redo = _REDO.get(path.parent.name, "a sweep then runs that cell again")
     return f"fix it, or move it out of the store ({redo})"
 
 
 def read_record(path: "str | Path", *, missing_ok: bool = False) -> dict | None:
-    """One record; a one-line error naming the file when it is not a record (:func:`record_problem`).
+    """One record; a one-line error naming the file when it is not a record (:func:`record_problem`)
+    or not a regular file (never opened: a FIFO would block the reader).
 
     ``missing_ok``: None when there is no such file (else that is an error too).
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        text = read_regular_text(path)
     except (FileNotFoundError, NotADirectoryError):
         if missing_ok:
             return None
         raise UserError(f"no result record {path}") from None
     except UnicodeDecodeError:
         raise UserError(f"corrupt result record {path}: not UTF-8 text; {_corrupt_hint(path)}") from None
+    except NotAFile as exc:
+        raise UserError(f"{path} is not a regular file ({exc.what}), where the store keeps only records; "
+                        "move it out of the store") from None
     except OSError as exc:
         raise UserError(f"cannot read result record {path}: {exc.strerror or exc}; make it readable, "
                         f"or move it out of the store") from None
@@ -243,3 +290,22 @@ def load_records(collection: str | None = None, *, root: "str | Path | None" = N
     base = Path(root if root is not None else default_root())
     folders = [base / collection] if collection else [base / name for name in collections(base)]
     return [read_record(path) for folder in folders for path in sorted(folder.glob("*.json"))]
+
+
+def read_collection(folder: Path) -> tuple[list[dict], list[tuple[Path, str]], list[Path]]:
+    """The records of one collection's folder, in file-name order, less those found under another
+    id's file name: (records, [(path, its record's id)] of those left out, the quarantined files).
+
+    Only a file named like an id the tool gives (:data:`TOOL_ID`) is judged: records named by
+    hand (the evidence's) keep their names.
+    """
+    kept, strangers = [], []
+    for path in sorted(folder.glob("*.json")):
+        record = read_record(path)
+        if TOOL_ID.fullmatch(path.stem) and stranger(record, path.stem):
+            strangers.append((path, record["id"]))
+        else:
+            kept.append(record)
+    held = folder / QUARANTINE
+    quarantined = sorted(held.glob("*.json")) if held.is_dir() else []
+    return kept, strangers, quarantined

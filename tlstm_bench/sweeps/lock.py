@@ -1,11 +1,16 @@
 """Claim a cell with a lock file, so two sweeps over one store never run the same cell twice.
 
-A claim is ``<root>/<sweep>/.locks/<cell id>.lock``, holding the owner's host, PIDs and an
-expiry time. It is written whole to a temporary file and then linked into place
+A claim is ``<root>/<sweep>/.locks/<cell id>.lock``, holding the owner's host, PIDs (with
+what tells each process from a later one given its number: :func:`~tlstm_bench.atomic.process_start`)
+and an expiry time. It is written whole to a temporary file and then linked into place
 (``os.link`` fails if the lock exists: an atomic create-if-absent on POSIX and on NFS), so a
-lock file is never seen half-written. A lock is *stale* when its owner is gone: on the same
-host, none of its PIDs is alive (a zombie counts as dead); on any host, its expiry has passed
-(the cell's timeout plus a grace period). A lock that is not what this module writes (empty,
+lock file is never seen half-written. A lock is *stale* when its owner is gone. On the same
+host the processes decide, not the clock: it is live while one of its processes runs (the
+same process: its start matches), stale once none does (a zombie, or a later process given
+the same PID, counts as dead), whatever the time says; a clock days ahead never breaks a live
+sweep's claim. Only where that cannot be told (another host, whose PIDs mean nothing here, or
+a process whose start is unknown) does the expiry decide (the cell's timeout plus a grace
+period). A lock that is not what this module writes (empty,
 truncated, not an object, a PID or an expiry of the wrong type: a disk or a hand broke it)
 is *corrupt* and stale at once, so a sweep never needs a person to delete it. A stale lock
 is broken under a second, short-lived ``.break`` lock and after re-reading it, so two
@@ -24,7 +29,7 @@ import socket
 import time
 from pathlib import Path
 
-from ..atomic import atomic_write, pid_alive, temp_beside
+from ..atomic import NotAFile, atomic_write, pid_alive, process_start, read_regular_text, temp_beside
 from ..results.store import check_name
 
 GRACE_S = 600.0
@@ -49,18 +54,22 @@ def _valid(info) -> bool:
     def number(value) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
+    def starts(value) -> bool:
+        return isinstance(value, list) and all(v is None or isinstance(v, str) for v in value)
+
     return (isinstance(info, dict) and isinstance(info.get("host"), str) and pid(info.get("pid"))
             and number(info.get("expires")) and number(info.get("created", 0.0))
-            and isinstance(info.get("child_pids", []), list) and all(map(pid, info.get("child_pids", []))))
+            and isinstance(info.get("child_pids", []), list) and all(map(pid, info.get("child_pids", [])))
+            and starts([info.get("pid_start")]) and starts(info.get("child_starts", [])))
 
 
 def read_lock(path: Path) -> dict | None:
     """The lock's content; {} if it is corrupt (see the module docstring), None if there is no lock."""
-    try:
-        info = json.loads(path.read_text())
+    try:  # never opened unless a regular file: a FIFO here would block the sweep
+        info = json.loads(read_regular_text(path))
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (NotAFile, OSError, UnicodeDecodeError, ValueError):
         return {}
     return info if _valid(info) else {}
 
@@ -71,11 +80,31 @@ def is_stale(info: dict | None) -> bool:
         return False
     if not info:
         return True
-    if time.time() > info["expires"]:
-        return True
     if info["host"] == socket.gethostname():
-        return not any(pid_alive(p) for p in [info["pid"], *info.get("child_pids", [])])
-    return False
+        owners = [_owner(p, s) for p, s in _processes(info)]
+        if "alive" in owners:
+            return False
+        if all(state == "dead" for state in owners):
+            return True
+    return time.time() > info["expires"]
+
+
+def _processes(info: dict) -> list[tuple[int, str | None]]:
+    """(pid, start or None) of the lock's owner and of its cell processes."""
+    children = info.get("child_pids", [])
+    starts = [*info.get("child_starts", []), *[None] * len(children)]
+    return [(info["pid"], info.get("pid_start")), *zip(children, starts)]
+
+
+def _owner(pid: int, start: str | None) -> str:
+    """``alive`` (that very process runs), ``dead`` (it does not: no process, or a later one with
+    its number) or ``unknown`` (a process with its number runs; no start to tell them apart)."""
+    if not pid_alive(pid):
+        return "dead"
+    now = process_start(pid)
+    if start is None or now is None:
+        return "unknown"
+    return "alive" if now == start else "dead"
 
 
 def _write(path: Path, info: dict) -> None:
@@ -138,7 +167,9 @@ class CellLock:
 
     def add_child(self, pid: int) -> None:
         """Record the cell's process, so the claim outlives a killed sweep while the cell still runs."""
-        info = {**self.info, "child_pids": [*self.info.get("child_pids", []), pid]}
+        known = self.info.get("child_pids", [])
+        starts = [*self.info.get("child_starts", []), *[None] * len(known)][:len(known)]
+        info = {**self.info, "child_pids": [*known, pid], "child_starts": [*starts, process_start(pid)]}
         _write(self.path, info)
         self.info = info  # only once written: a refused write leaves the claim as it is, and ours
 
@@ -162,12 +193,12 @@ class CellLock:
 
 def _break_stale(path: Path) -> None:
     breaker = path.with_name(path.name + ".break")
-    try:  # a breaker left by a process killed while breaking: its owner is dead, or it is old
-        if is_stale(read_lock(breaker)) or time.time() - breaker.stat().st_mtime > _BREAK_STALE_S:
+    try:  # a breaker left by a process killed while breaking: its owner is dead (or, elsewhere, expired)
+        if is_stale(read_lock(breaker)):
             breaker.unlink(missing_ok=True)
     except OSError:
         pass
-    mine = {"host": socket.gethostname(), "pid": os.getpid(), "expires": time.time() + _BREAK_STALE_S}
+    mine = {**_me(), "expires": time.time() + _BREAK_STALE_S}
     if not _create(breaker, mine):
         return
     try:
@@ -177,12 +208,16 @@ def _break_stale(path: Path) -> None:
         breaker.unlink(missing_ok=True)
 
 
+def _me() -> dict:
+    """This process, as a lock names its owner."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": process_start(os.getpid())}
+
+
 def claim(root: Path, sweep: str, cell_id: str, *, timeout_s: float) -> CellLock | None:
     """Take the cell, or return None if a live owner holds it."""
     path = lock_path(root, sweep, cell_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    info = {"host": socket.gethostname(), "pid": os.getpid(), "created": time.time(),
-            "expires": time.time() + timeout_s + GRACE_S}
+    info = {**_me(), "created": time.time(), "expires": time.time() + timeout_s + GRACE_S}
     corrupt = False
     for _ in range(2):
         if _create(path, info):

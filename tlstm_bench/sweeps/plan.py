@@ -221,10 +221,25 @@ def data_dir_env(data_dir: "str | Path | None") -> dict:
     processes and SLURM jobs read their data files from there)."""
     if data_dir is None:
         return {}
-    path = Path(data_dir).expanduser()
+    path = checks.path_length(data_dir, "--data-dir")
     if not path.is_dir():
         raise UserError(f"--data-dir {data_dir} is not a folder; give the folder that holds the data files")
     return {"TLSTM_BENCH_DATA": str(path.resolve())}
+
+
+def check_data_here(plan: Plan, data_dir: "str | Path | None", *, retry_failed: bool = False) -> None:
+    """A one-line error, before any cell runs (and in ``--dry-run``), when enwik8 training cells
+    are to run and this machine's data folder (``data_dir``, else ``$TLSTM_BENCH_DATA``) holds no
+    enwik8: else each would start, fail and be stored FAILED. For cells run here only: a SLURM
+    node may see another folder. (MNIST is not checked: its specs also run offline, and a dry
+    run of them needs no data.)"""
+    if any(c.kind == "train" and c.spec["task"] == "enwik8" for c in plan.to_run(retry_failed)):
+        from ..tasks.enwik8 import find_enwik8
+
+        try:
+            find_enwik8(None, data_dir)
+        except UserError as exc:
+            raise UserError(f"sweep {plan.spec.name}: its enwik8 cells cannot run here: {exc}") from None
 
 
 def run_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", jobs: int = 1, executor: str = "local",
@@ -246,6 +261,7 @@ def run_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", jobs: int =
     checks.output_dir(Path(root) / plan.spec.name, "the results store")  # before any cell runs
     if executor == "local":
         check_device_here(device or plan.spec.device)
+        check_data_here(plan, data_dir, retry_failed=retry_failed)
     return run_cells(plan.cells, root, jobs=jobs, executor=executor, cell_fn=cell_fn, retry_failed=retry_failed,
                      slurm=slurm, progress=progress, extra_env=env)
 

@@ -2,7 +2,9 @@
 
 Rules (docs/sweeps.md, "Resuming and running twice", says the same):
 
-* A cell is **done** when its record exists: ``ok`` records are never rerun; ``failed``
+* A cell is **done** when its record exists (the record in its file, with its id: one found
+  there under another id, copied by hand, is not, and is moved into quarantine when the cell
+  runs; :func:`~tlstm_bench.results.store.quarantine`): ``ok`` records are never rerun; ``failed``
   records are not rerun either (a deterministic failure would fail again) unless
   ``retry_failed``, and they still count as failures in the summary and the exit code.
 * Before running a cell the runner **claims** it with a lock file (:mod:`.lock`). After
@@ -49,7 +51,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import disk_problem, fresh_file, pid_alive
+from ..atomic import disk_problem, fresh_file, pid_alive, read_regular_text
 from ..errors import UserError
 from ..events import Event, Reporter, note, silent
 from ..results import store
@@ -71,9 +73,19 @@ def record_path(root: Path, cell: Cell) -> Path:
     return store.record_path(root, cell.sweep, cell.id)
 
 
-def read_status(root: Path, cell: Cell) -> str | None:
-    """``"ok"``, ``"failed"`` or None (no record); a one-line error when the record is corrupt."""
+def cell_record(root: Path, cell: Cell) -> tuple[dict | None, bool]:
+    """(the cell's record or None, whether its file holds another cell's record instead); a
+    one-line error when the file is corrupt or not a regular file."""
     record = store.read_record(record_path(root, cell), missing_ok=True)
+    if record is None:
+        return None, False
+    ours = record.get("id") == cell.id if "id" in record else record.get("key") == cell.key
+    return (record, False) if ours else (None, True)
+
+
+def read_status(root: Path, cell: Cell) -> str | None:
+    """``"ok"``, ``"failed"`` or None (no record of this cell); a one-line error when the record is corrupt."""
+    record, _ = cell_record(root, cell)
     return None if record is None else record.get("status", "failed")
 
 
@@ -166,7 +178,7 @@ def _refusal(folder: Path) -> str:
 
 def _tail(path: Path) -> str:
     try:
-        text = path.read_text(errors="replace").strip()
+        text = read_regular_text(path, errors="replace").strip()
     except OSError:
         return ""
     lines = [ln for ln in text.splitlines() if ln.strip()]
@@ -233,19 +245,17 @@ def run_cell(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, 
             done = recorded_outcome(root, cell, retry_failed)  # finished elsewhere while we planned?
             if done is not None:
                 return done
+            moved = _evict_stranger(root, cell)
             collected = harvest(root, cell, claim) if read_status(root, cell) is None else None
             if collected is not None:
-                return collected
+                return _noted(collected, moved)
             if stop is not None and stop.event.is_set():
                 return Outcome(cell, "interrupted")
             if stop is not None and stop.refused is not None:  # the disk filled while this one was claimed
                 return Outcome(cell, "stopped", f"not started: {stop.refused}")
             env = {**os.environ, **extra_env} if extra_env else None
             outcome = _run_claimed(cell, root, claim, cell_fn=cell_fn, stop=stop, env=env)
-            if claim.broke_corrupt:
-                broke = f"broke a corrupt lock file {claim.path.name}"
-                outcome.note = f"{outcome.note}; {broke}" if outcome.note else broke
-            return outcome
+            return _noted(outcome, claim.broke_corrupt and f"broke a corrupt lock file {claim.path.name}", moved)
         finally:
             claim.release()
     except UserError as exc:  # its record file was found corrupt while the sweep ran
@@ -255,6 +265,23 @@ def run_cell(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, 
         if problem is None:
             raise
         return Outcome(cell, "not-run", f"{problem}; this cell was not run, a rerun does it", refused=problem)
+
+
+def _noted(outcome: Outcome, *said) -> Outcome:
+    """``outcome`` with what else happened to its cell (the texts of ``said`` that are not empty) in its note."""
+    outcome.note = "; ".join(part for part in (outcome.note, *said) if part) or None
+    return outcome
+
+
+def _evict_stranger(root: Path, cell: Cell) -> str | None:
+    """Move another cell's record found in this cell's file into quarantine (with the cell
+    claimed); what was done, for the cell's line, or None."""
+    path = record_path(root, cell)
+    if not cell_record(root, cell)[1]:
+        return None
+    other = (store.read_record(path, missing_ok=True) or {}).get("id")
+    moved = store.quarantine(path, cell.id)
+    return moved and f"its file held another cell's record ({other}): moved to {moved.relative_to(root)}"
 
 
 def _run_process(cell: Cell, root: Path, log: Path, result_path: Path, claim: locks.CellLock, *, cell_fn: str,
@@ -311,7 +338,7 @@ def _run_claimed(cell: Cell, root: Path, claim: locks.CellLock, *, cell_fn: str,
     result = None
     if error is None and code == 0:
         try:
-            outcome = json.loads(result_path.read_text())
+            outcome = json.loads(read_regular_text(result_path))
             result, error = outcome.get("result"), outcome.get("error")
         except (OSError, ValueError) as exc:
             error = f"the cell process left no readable result ({exc})"
@@ -367,7 +394,7 @@ def harvest(root: Path, cell: Cell, claim: locks.CellLock | None = None) -> Outc
         if claim is not None and _runner_alive(path):
             continue
         try:
-            outcome = json.loads(path.read_text())
+            outcome = json.loads(read_regular_text(path))
             result, error, wall = outcome.get("result"), outcome.get("error"), outcome.get("wall_time_s")
             record = make_record(cell, result, error=error, wall_time_s=wall)
         except (OSError, ValueError, TypeError, AttributeError):
@@ -507,7 +534,7 @@ def wait_elsewhere(cells: list[Cell], root: Path, *, report: Reporter = silent,
 def _finished_elsewhere(root: Path, cell: Cell) -> Outcome | None:
     """The outcome of a waited-for cell whose record has appeared (or is corrupt); None if it has none."""
     try:
-        record = store.read_record(record_path(root, cell), missing_ok=True)
+        record, _ = cell_record(root, cell)
     except UserError as exc:
         return Outcome(cell, "corrupt", str(exc))
     if record is None:

@@ -47,6 +47,7 @@ from importlib import resources
 from pathlib import Path
 
 from .. import checks
+from ..atomic import file_kind
 from ..checks import MAX_DIM, MAX_SEED
 from ..errors import UserError
 from ..vocab import (DEFAULT_DTYPE, DTYPES, MAX_REPEATS, TASK_NAMES, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_WARMUP,
@@ -412,10 +413,12 @@ def shipped_spec(name: str) -> Path | None:
 def find_spec(spec: "str | Path") -> Path:
     """A path to a TOML file (any path: the user's own spec), or the name of a shipped spec."""
     text = str(spec)
-    as_path = Path(text)
+    as_path = checks.path_length(text, "sweep spec file")
     if as_path.suffix == ".toml" or "/" in text or as_path.is_file():
         if not as_path.is_file():
-            raise UserError(f"sweep spec file {text} does not exist; give a path to a .toml file or one of: "
+            what = (f"is {file_kind(as_path.stat().st_mode)}, not a regular file" if as_path.exists()
+                    else "does not exist")
+            raise UserError(f"sweep spec file {text} {what}; give a path to a .toml file or one of: "
                             f"{', '.join(available_specs())}")
         return as_path
     shipped = shipped_spec(text)
