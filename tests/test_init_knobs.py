@@ -200,3 +200,17 @@ def test_triton_starts_from_the_same_parameters_and_outputs():
     for got, expected in zip(_outputs(triton, torch.float32, TRITON_DEVICE), want):
         scale = expected.abs().max().clamp_min(1e-3)
         assert (got - expected).abs().max() <= 2e-5 * scale
+
+
+def test_time_takes_the_knobs_in_the_configuration_and_records_them():
+    from typer.testing import CliRunner
+
+    from tlstm_bench.cli import app
+
+    result = CliRunner().invoke(app, ["time", "3d-cn:cell_kernel=shift,recurrent_scale=2", "--depths", "1",
+                                      "--channels", "4", "--seq-len", "5", "--repeats", "1", "--warmup", "0",
+                                      "--json", "--no-store"])
+    assert result.exit_code == 0, result.output
+    (record,) = __import__("json").loads(result.output)
+    assert record["config"] == "3d-cn:cell_kernel=shift,recurrent_scale=2"
+    assert record["init"]["cell_kernel"] == "shift" and record["init"]["recurrent_scale"] == 2.0
