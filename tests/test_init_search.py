@@ -55,10 +55,11 @@ def test_device_run_packs_a_time_limited_sweep_into_one_archive(tmp_path):
     spec.write_text('task = "memorization"\nconfigs = ["3d-cn:recurrent_scale=2", "2d"]\ndepths = [1]\n'
                     'channels = 4\ntimeout_s = 300\n[train]\nmax_samples = 100000000\ntime_limit_s = 2\n'
                     'options = { symbols = 3, alphabet = 8 }\n')
-    env = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHONPATH": str(REPO),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", str(REPO / "benchmarks" / "device_run.sh"), "tiny", "240", "0123abc", "--",
-                           "sweep", str(spec), "--jobs", "2"], cwd=tmp_path, env=env, capture_output=True,
+    # as on the device: run from the repository's top folder, no PYTHONPATH given
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "OUT": str(tmp_path / "out"),
+           "TMPDIR": str(tmp_path), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "benchmarks/device_run.sh", "tiny", "240", "0123abc", "--",
+                           "sweep", str(spec), "--jobs", "2"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     with tarfile.open(tmp_path / "out" / "tiny.tar.gz") as archive:
