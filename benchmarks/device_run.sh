@@ -32,7 +32,7 @@ shift 3
 [[ ${1:-} == "--" ]] && shift
 out=${OUT:?OUT is the folder that comes back}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/device-run.XXXXXX")
-export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:-$PWD} TLSTM_BENCH_GIT_COMMIT=$sha  # absolute: cells may run elsewhere
+export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:-$PWD} TLSTM_BENCH_GIT_COMMIT=$sha  # cells may run elsewhere
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}  # many cell processes on one machine: not 16 threads each
 mkdir -p "$out"
 

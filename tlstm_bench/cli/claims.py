@@ -63,7 +63,7 @@ def claims_table(rows, folder: Path) -> Table:
 
     table = Table(title=f"The paper's claims, from the records under {folder}", title_justify="left",
                   box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
-    # Fixed widths: 71 characters of cells, a space after each and 4 between: 80 columns, so the table is 80 columns wide.
+    # Fixed widths: 71 characters of cells, a space after each and 4 dividers: 80 columns.
     table.add_column("claim", overflow="fold", width=18)
     table.add_column("paper", overflow="fold", width=8)
     table.add_column("best here", overflow="fold", width=18)

@@ -64,12 +64,12 @@ class ArchConfig:
     norm: str = "none"  # none | ln | cn
     window: str = DEFAULT_WINDOW  # aligned | appendix: the memory-cell convolution's window
     # Initialisation (module docstring; models/init.py applies them):
-    cell_kernel: str = "uniform"   # the memory-cell kernel's start: uniform | shift | centre
-    cell_kernel_bias: float = 3.0  # shift / centre: the logit added to that entry's bias
-    input_init: str = "uniform"    # W^x: uniform +-1/sqrt(M) | normal N(0, input_std^2)
-    input_std: float = 1.0
-    bias_init: str = "zeros"       # biases other than the forget gate's: zeros | torch7
-    recurrent_scale: float = 1.0   # the recurrent weights' initial values times this
+    cell_kernel: str = INIT_DEFAULTS["cell_kernel"]  # the memory-cell kernel's start: uniform | shift | centre
+    cell_kernel_bias: float = INIT_DEFAULTS["cell_kernel_bias"]  # shift / centre: the logit added to that entry
+    input_init: str = INIT_DEFAULTS["input_init"]  # W^x: uniform +-1/sqrt(M) | normal N(0, input_std^2)
+    input_std: float = INIT_DEFAULTS["input_std"]
+    bias_init: str = INIT_DEFAULTS["bias_init"]  # biases other than the forget gate's: zeros | torch7
+    recurrent_scale: float = INIT_DEFAULTS["recurrent_scale"]  # the recurrent weights' initial values times this
     name: str | None = None  # preset name when it is one
 
     # SPEC section 3: a = floor(K/2) reaches toward the input, b = K-1-a away from it.
@@ -201,8 +201,7 @@ assert tuple(PRESETS) == CONFIG_NAMES  # the knobs of each name in tlstm_bench.v
 ANCHORS: dict[str, ArchConfig] = {"lstm": ArchConfig(kind="lstm", name="lstm")}
 assert tuple(ANCHORS) == tuple(ANCHOR_NAMES)
 
-_STRUCTURE = ("dims", "kernel", "memory_conv", "norm")
-_KNOBS = {*_STRUCTURE, "window", *INIT_DEFAULTS}
+_KNOBS = {"dims", "kernel", "memory_conv", "norm", "window", *INIT_DEFAULTS}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
