@@ -19,10 +19,13 @@ Cells run longest first; a cell whose complete record exists is skipped (the scr
 resumable: run it again after a kill; a cell cut by ``--deadline`` runs again from the start).
 ``--jobs N`` runs N cells at once, one thread each. ``--time-limit S`` starts no new cell
 after S seconds; ``--deadline S`` stops running cells after S seconds, and their records say
-so (``ladder_cut``, with the samples they saw). Probes (not training options, named in the
-records through ``--variant``): ``--knobs`` passes TrainSettings fields (``input_init``),
-``--clip`` clips the gradient norm, ``--qbias ENTRY:VALUE`` starts one memory-cell kernel
-entry's bias away from 0.
+so (``ladder_cut``, with the samples they saw). The initialisation knobs are part of the
+configuration (``--configs 3d-cn:cell_kernel=shift,input_init=normal``; docs/models.md).
+Probes (not training options, named in the records through ``--variant``): ``--knobs`` passes
+TrainSettings fields as JSON, ``--clip`` clips the gradient norm, ``--qbias ENTRY:VALUE``
+starts one memory-cell kernel entry's bias at VALUE (``--qbias 0:3`` builds exactly
+``3d-cn:cell_kernel=shift``, ``--qbias 4:3`` ``3d-cn:cell_kernel=centre``; the records of
+``--knobs '{"input_init": "normal"}'``, a TrainSettings field then, are ``3d-cn:input_init=normal``).
 Records go to ``OUT/records/<config>-n<symbols>-L<depth>-s<seed>[-<variant>].json``; the
 figures (accuracy against samples, one panel per symbols x depth) and a Markdown summary to
 ``OUT/ladder*.png`` and ``OUT/summary.md``. Default OUT: results/evidence/cpu/memorization_ladder.
@@ -309,7 +312,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--knobs", default="", help='extra TrainSettings fields as JSON, e.g. \'{"clip": 1.0}\'')
+    parser.add_argument("--knobs", default="", help='extra TrainSettings fields as JSON, e.g. \'{"batch_size": 30}\'')
     parser.add_argument("--clip", type=float, default=None,
                         help="probe: clip the gradient norm to this before each Adam step (not a training option)")
     parser.add_argument("--qbias", type=lambda t: (int(t.split(":")[0]), float(t.split(":")[1])), default=None,

@@ -129,3 +129,16 @@ def test_outside_a_checkout_the_commit_is_unknown(tmp_path):
     info, version = __import__("json").loads(out.stdout)
     assert info == {"git_commit": None, "git_dirty": None}
     assert version == f"{tlstm_bench.__version__}+src.{source_hash()}"      # the same source, the same version
+
+
+def test_outside_a_checkout_a_given_commit_is_recorded(tmp_path):
+    """A device machine gets the working tree without .git: TLSTM_BENCH_GIT_COMMIT names the commit
+    (benchmarks/device_run.sh sets it); its dirty state stays unknown."""
+    copy_package(tmp_path / "site")
+    script = "import json; from tlstm_bench.results.provenance import git_info; print(json.dumps(git_info()))"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site"), "GIT_CEILING_DIRECTORIES": str(tmp_path),
+           "TLSTM_BENCH_GIT_COMMIT": "0123abc"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert __import__("json").loads(out.stdout) == {"git_commit": "0123abc", "git_dirty": None}

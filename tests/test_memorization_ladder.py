@@ -48,11 +48,12 @@ def test_cells_train_in_the_tools_loop_write_records_and_resume(tmp_path):
 
 def test_a_cell_past_its_deadline_is_recorded_as_cut_and_runs_again(tmp_path):
     mod = ladder()
-    (cell,) = mod.plan(args(tmp_path, configs="3d-cn", depths="1", knobs='{"input_init": "normal"}',
-                            variant="normal"))
+    config = "3d-cn:input_init=normal"
+    (cell,) = mod.plan(args(tmp_path, configs=config, depths="1", knobs='{"batch_size": 5}', variant="normal"))
     cell["deadline"] = time.time() - 1
     mod.run_cell(cell)
-    record = json.loads((tmp_path / "records" / "3d-cn-n3-L1-s0-normal.json").read_text())
-    assert record["ladder_cut"] and record["samples_seen"] == 0 and record["input_init"] == "normal"
-    assert [c["id"] for c in mod.plan(args(tmp_path, configs="3d-cn", depths="1", variant="normal"))] == \
-        ["3d-cn-n3-L1-s0-normal"]
+    record = json.loads((tmp_path / "records" / "3d-cn_input_initnormal-n3-L1-s0-normal.json").read_text())
+    assert record["ladder_cut"] and record["samples_seen"] == 0 and record["init"]["input_init"] == "normal"
+    assert record["config"] == config and record["batch_size"] == 5
+    assert [c["id"] for c in mod.plan(args(tmp_path, configs=config, depths="1", variant="normal"))] == \
+        ["3d-cn_input_initnormal-n3-L1-s0-normal"]

@@ -166,7 +166,7 @@ def test_a_preset_with_the_appendix_window_is_not_the_preset():
 @pytest.mark.parametrize("text, needle", [("2d-m:window=appendix", "memory_conv=0"),
                                           ("tlstm:dims=3,memory_conv=0,window=appendix", "memory_conv=0"),
                                           ("2d:window=centred", "aligned, appendix"),
-                                          ("slstm:window=appendix", "no knobs")])
+                                          ("slstm:window=appendix", "only the initialisation knobs")])
 def test_bad_window(text, needle):
     with pytest.raises(UserError, match=needle):
         parse_config(text)

@@ -229,28 +229,32 @@ def test_records_carry_the_window_in_the_config_string():
     assert record["params"] == quick(config="3d", max_samples=30)["params"]
 
 
-def test_input_init_is_off_by_default_and_a_separate_run_when_on(tmp_path):
-    """The normal input init (docs/fidelity.md row 14) never happens unasked, is in the record,
-    and is a run of its own: its own key and checkpoint."""
-    from tlstm_bench.events import reporter
-    from tlstm_bench.training import Trainer, TrainSettings
-
-    def built(**kw):
-        s, task = TrainSettings("3d-cn", 2, task="memorization", channels=32, max_samples=30, **kw).resolve()
-        return Trainer(s, task, torch.device("cpu"), reporter(False), started=0.0)
-
-    plain, normal = built(), built(input_init="normal")
-    bound = 1 / 32 ** 0.5
-    assert plain.state.model.w_x.abs().max() <= bound  # the model's own +-1/sqrt(M)
-    assert 0.9 < normal.state.model.w_x.std().item() < 1.1  # N(0, 1): 65 x 32 draws
-    assert "input_init" not in plain.record and normal.record["input_init"] == "normal"
-    assert plain.record["key"] != normal.record["key"]
-    assert torch.equal(plain.state.model.w_h, normal.state.model.w_h)  # only W^x differs
-    quick(checkpoint_dir=tmp_path, max_samples=30)
+def test_init_knobs_are_in_the_config_the_record_and_its_key(tmp_path):
+    """An initialisation knob (docs/fidelity.md rows 13-17) never happens unasked, is in the record
+    (its config string and ``init``), and is a run of its own: its own key and checkpoint."""
+    plain, normal = quick(config="3d-cn", max_samples=30), quick(config="3d-cn:input_init=normal", max_samples=30)
+    assert plain["config"] == "3d-cn" and normal["config"] == "3d-cn:input_init=normal"
+    assert plain["init"]["input_init"] == "uniform" and normal["init"]["input_init"] == "normal"
+    assert plain["init"]["cell_kernel"] == "uniform" and plain["init"]["bias_init"] == "zeros"
+    assert plain["key"] != normal["key"] and plain["params"] == normal["params"]
+    quick(config="3d-cn", checkpoint_dir=tmp_path, max_samples=30)
     with pytest.raises(UserError, match="belongs to another run"):
-        quick(checkpoint_dir=tmp_path, max_samples=60, input_init="normal")
+        quick(config="3d-cn:input_init=normal", checkpoint_dir=tmp_path, max_samples=60)
     with pytest.raises(UserError, match="unknown input_init"):
-        TrainSettings("3d-cn", 2, input_init="big")
+        quick(config="3d-cn:input_init=big")
+
+
+def test_a_time_limit_stops_training_keeps_the_record_and_the_key(tmp_path):
+    """--time-limit: the run stops, is evaluated and says why; the key is the unlimited run's,
+    and the same command again goes on from the checkpoint instead of stopping at once."""
+    limited = quick(time_limit_s=1e-6, checkpoint_dir=tmp_path)
+    assert limited["status"] == "ok" and limited["stop_reason"] == "time_limit"
+    assert limited["samples_seen"] == 0 and len(limited["history"]) == 1 and limited["time_limit_s"] == 1e-6
+    full = quick(checkpoint_dir=tmp_path)
+    assert full["key"] == limited["key"] and full["time_limit_s"] is None
+    assert full["stop_reason"] == "max_samples" and full["samples_seen"] == 15 * 24
+    with pytest.raises(UserError, match="--time-limit must be above 0"):
+        quick(time_limit_s=0)
 
 
 def test_digits_preset_trains_mnist_offline_with_forget_bias_4():

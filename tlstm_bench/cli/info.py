@@ -68,6 +68,8 @@ def card_table(card: dict) -> TableView:
     for name, value in rows:
         if value is not None:
             table.add_row(name, str(value))
+    for name, value in card["init_changed"].items() or [("init", "defaults")]:
+        table.add_row(f"init: {name}" if name != "init" else name, value)
     table.add_section()
     for name, value in card["params_by_component"].items():
         table.add_row(f"params: {name.replace('_', ' ')}", f"{value:,}")

@@ -25,7 +25,8 @@ CSV_FIELDS = ["config", "implementation", "depth", "channels", "tensor_size", "p
 @app.command(name="time")
 @handles_user_errors
 def time_(
-    configs: Annotated[list[str], typer.Argument(help="Configurations: slstm, 2d, ..., or knob strings.")],
+    configs: Annotated[list[str], typer.Argument(help="Configurations: slstm, 2d, ..., or knob strings "
+                                                      "(3d-cn:kernel=5, 3d-cn:cell_kernel=shift).")],
     depths: Annotated[str, typer.Option(help="Comma-separated depths L.")] = "1,4,7,10",
     budget: Annotated[Optional[str], typer.Option(help="Parameter budget: 10M, 2500000, or slstm:400.")] = None,
     channels: Annotated[Optional[int], typer.Option(help="Channel size M (instead of --budget).")] = None,

@@ -39,6 +39,8 @@ Device = Annotated[str, typer.Option(help=f"{DEVICES}.")]
 Threads = Annotated[Optional[int], typer.Option(help="CPU threads for torch (1 is often fastest for small models "
                                                      "on a busy CPU).")]
 CheckpointDir = Annotated[Optional[Path], typer.Option(help="Checkpoint here; rerun to resume.")]
+TimeLimit = Annotated[Optional[float], typer.Option(help="Stop training after this many seconds, keeping the "
+                                                         "record (stop reason time_limit); rerun to go on.")]
 CheckpointEvery = Annotated[Optional[int], typer.Option(help="Samples between checkpoints (default: every "
                                                              "evaluation).")]
 DataDir = Annotated[Optional[Path], typer.Option(help="Data directory (default: $TLSTM_BENCH_DATA).")]
@@ -58,15 +60,17 @@ Implementation = Annotated[Optional[str], typer.Option(help="Sequence loop (tLST
 @app.command()
 @handles_user_errors
 def train(
-    config: Annotated[str, typer.Argument(help="slstm, 2d, 2d-m, 2d-f, 3d, 3d-ln, 3d-cn, or knobs like tlstm:dims=4")],
+    config: Annotated[str, typer.Argument(help="slstm, 2d, 2d-m, 2d-f, 3d, 3d-ln, 3d-cn, or knobs like tlstm:dims=4 "
+                                               "or 3d-cn:cell_kernel=shift,input_init=normal (docs/models.md)")],
     task: Task = None, depth: Depth = 1, budget: Budget = None, channels: Channels = None, preset: Preset = None,
     max_samples: MaxSamples = None, epochs: Epochs = None, batch_size: BatchSize = None, eval_every: EvalEvery = None,
     patience: Patience = None, early_stopping: EarlyStopping = False,
     no_early_stopping: NoEarlyStopping = False, lr: Lr = LEARNING_RATE, seed: Seed = 0,
     device: Device = "cpu", threads: Threads = None, checkpoint_dir: CheckpointDir = None,
-    checkpoint_every: CheckpointEvery = None, data_dir: DataDir = None, data: Data = None, digits: Digits = None,
-    symbols: Symbols = None, alphabet: Alphabet = None, seq_len: SeqLen = None, source: Source = None,
-    perm_seed: PermSeed = None, implementation: Implementation = None, results_dir: ResultsDir = None,
+    checkpoint_every: CheckpointEvery = None, time_limit: TimeLimit = None, data_dir: DataDir = None,
+    data: Data = None, digits: Digits = None, symbols: Symbols = None, alphabet: Alphabet = None,
+    seq_len: SeqLen = None, source: Source = None, perm_seed: PermSeed = None,
+    implementation: Implementation = None, results_dir: ResultsDir = None,
 ) -> None:
     """Train CONFIG at depth L on a task; save the record in the results folder's store/training/.
 
@@ -89,6 +93,7 @@ def train(
         epochs=epochs, batch_size=batch_size, eval_every=eval_every, patience=patience,
         early_stopping=True if early_stopping else (False if no_early_stopping else None), lr=lr, seed=seed, device=device, implementation=implementation,
         threads=threads, data_dir=data_dir, checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
+        time_limit_s=time_limit,
         task_options={"digits": digits, "symbols": symbols, "alphabet": alphabet, "seq_len": seq_len,
                       "source": source, "perm_seed": perm_seed, "path": data})
     try:
@@ -107,12 +112,14 @@ def train(
 
 
 def _skip_if_recorded(store: Path, run: dict) -> None:
-    """``on_start``: stop a run whose ``ok`` record is already in the store (a corrupt one is replaced)."""
+    """``on_start``: stop a run whose ``ok`` record is already in the store (a corrupt one is replaced; one
+    its time limit stopped goes on)."""
     from ..results.store import read_record, record_path
 
     path = record_path(store, "training", run["id"])  # the store's own name and link checks
     try:
-        done = (read_record(path, missing_ok=True) or {}).get("status") == "ok"
+        saved = read_record(path, missing_ok=True) or {}
+        done = saved.get("status") == "ok" and saved.get("stop_reason") != "time_limit"
     except UserError:  # a corrupt record of this run: train again and replace it
         done = False
     if done:

@@ -7,6 +7,7 @@ from ..errors import UserError
 from ..vocab import DEFAULT_IMPLEMENTATION
 from .budget import parse_budget, solve_channels
 from .config import ArchConfig, check_shape, parse_config
+from .init import apply_init
 from .lstm import LSTM_IMPLEMENTATIONS, StackedLSTM
 from .slstm import SLSTM, SLSTM_IMPLEMENTATIONS
 from .tlstm import TLSTM, TLSTM_IMPLEMENTATIONS
@@ -51,7 +52,9 @@ def build_model(config: "str | ArchConfig", depth: int, *, vocab: int | None = N
 
     Args:
         config: a preset (``slstm, 2d, 2d-m, 2d-f, 3d, 3d-ln, 3d-cn``), a knob string
-            (``tlstm:dims=4,kernel=5``) or an :class:`ArchConfig`.
+            (``tlstm:dims=4,kernel=5``, ``3d-cn:cell_kernel=shift``) or an :class:`ArchConfig`.
+            Its initialisation knobs are applied here (:mod:`.init`), after the model's own
+            draws, so every implementation starts from the same parameters.
         depth: L >= 1. A tLSTM gets tensor size P = floor(K/2) * L.
         vocab: token input and output of this size (x is (B, T) int64).
         input_size, output_size: real input (B, T, R) and S outputs.
@@ -76,4 +79,6 @@ def build_model(config: "str | ArchConfig", depth: int, *, vocab: int | None = N
         raise UserError(
             f"unknown implementation {implementation!r} for {arch.label}; use one of {', '.join(table)}"
         )
-    return cls(arch, depth, implementation=implementation, **kwargs)
+    model = cls(arch, depth, implementation=implementation, **kwargs)
+    apply_init(model)
+    return model

@@ -6,7 +6,7 @@ from ..errors import UserError
 from ..vocab import PAPER_NAMES, TIMING_SEQ_LEN
 from .budget import BINARY_MILLION, count_params, parse_budget, slstm_budget_channels, solve_channels
 from .build import resolve_channels, resolve_io
-from .config import check_shape, parse_config
+from .config import changed_init, check_shape, parse_config
 
 
 def model_card(config, depth: int, *, vocab: int | None = None, input_size: int | None = None,
@@ -31,6 +31,8 @@ def model_card(config, depth: int, *, vocab: int | None = None, input_size: int 
         "memory_conv": arch.memory_conv if tlstm else None,
         "window": arch.window if tlstm and arch.memory_conv else None,
         "norm": arch.norm if tlstm else None,
+        "init": arch.init,
+        "init_changed": changed_init(arch),  # the knobs off their defaults (docs/models.md)
         "feedback": arch.feedback if tlstm else None,
         "locations": p ** (arch.dims - 1) if tlstm else depth,
         "input": f"{r} tokens" if tokens else f"{r} reals",

@@ -10,13 +10,15 @@ Config strings
 --------------
 * a preset name: ``slstm, 2d, 2d-m, 2d-f, 3d, 3d-ln, 3d-cn``;
 * a preset with knob overrides, or a bare ``tlstm`` with knobs:
-  ``3d-cn:kernel=5``, ``tlstm:dims=4,kernel=3,memory_conv=0,norm=cn``, ``3d:window=appendix``.
+  ``3d-cn:kernel=5``, ``tlstm:dims=4,kernel=3,memory_conv=0,norm=cn``, ``3d:window=appendix``,
+  ``3d-cn:cell_kernel=shift,input_init=normal``.
 
 The canonical string (``label``) is the preset name when the knobs are exactly a
-preset's; a preset's knobs with the non-default window are ``<preset>:window=appendix``
-(never the bare preset name: it computes another function); anything else is the full
-``tlstm:dims=..,kernel=..,memory_conv=..,norm=..`` with ``,window=appendix`` appended
-when it is not the default (so labels of the default window are unchanged).
+preset's; a preset's knobs with the non-default window or initialisation are
+``<preset>:window=appendix,cell_kernel=shift,...`` (never the bare preset name); anything else
+is the full ``tlstm:dims=..,kernel=..,memory_conv=..,norm=..`` with the same non-default knobs
+appended. A knob at its default is never written, so labels (and the keys and ids of sweep
+cells and records, which hash them) of default models are unchanged.
 
 Shape limits (:func:`check_kernel`, part of validating a configuration, and
 :func:`check_shape`, a configuration at a depth) live here, at the bottom of the models, so
@@ -29,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..checks import MAX_DIM, integer, knobs_once
+from ..checks import MAX_DIM, integer, knobs_once, number
 from ..errors import UserError
 from ..vocab import ANCHOR_NAMES, CONFIG_NAMES
 
@@ -40,6 +42,14 @@ NORMS = ("none", "ln", "cn")
 # as written (p .. p+2 for K = 3). See docs/fidelity.md.
 WINDOWS = ("aligned", "appendix")
 DEFAULT_WINDOW = WINDOWS[0]
+# The initialisation knobs (module docstring) and their defaults, in the order labels write them.
+CELL_KERNELS = ("uniform", "shift", "centre")
+INPUT_INITS = ("uniform", "normal")
+BIAS_INITS = ("zeros", "torch7")
+INIT_DEFAULTS = {"cell_kernel": "uniform", "cell_kernel_bias": 3.0, "input_init": "uniform", "input_std": 1.0,
+                 "bias_init": "zeros", "recurrent_scale": 1.0}
+_INIT_CHOICES = {"cell_kernel": CELL_KERNELS, "input_init": INPUT_INITS, "bias_init": BIAS_INITS}
+_INIT_NUMBERS = ("cell_kernel_bias", "input_std", "recurrent_scale")
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,13 @@ class ArchConfig:
     memory_conv: bool = True  # the "-M" ablation turns this off
     norm: str = "none"  # none | ln | cn
     window: str = DEFAULT_WINDOW  # aligned | appendix: the memory-cell convolution's window
+    # Initialisation (module docstring; models/init.py applies them):
+    cell_kernel: str = INIT_DEFAULTS["cell_kernel"]  # the memory-cell kernel's start: uniform | shift | centre
+    cell_kernel_bias: float = INIT_DEFAULTS["cell_kernel_bias"]  # shift / centre: the logit added to that entry
+    input_init: str = INIT_DEFAULTS["input_init"]  # W^x: uniform +-1/sqrt(M) | normal N(0, input_std^2)
+    input_std: float = INIT_DEFAULTS["input_std"]
+    bias_init: str = INIT_DEFAULTS["bias_init"]  # biases other than the forget gate's: zeros | torch7
+    recurrent_scale: float = INIT_DEFAULTS["recurrent_scale"]  # the recurrent weights' initial values times this
     name: str | None = None  # preset name when it is one
 
     # SPEC section 3: a = floor(K/2) reaches toward the input, b = K-1-a away from it.
@@ -87,6 +104,42 @@ class ArchConfig:
         return seq_len + depth - 1
 
     @property
+    def cell_window_shift(self) -> int:
+        """How far the memory-cell window sits from the hidden one, away from the input, per
+        coordinate: 0 for ``window=aligned``, 1 for ``window=appendix`` (SPEC section 3 step 5;
+        :func:`tlstm_bench.models.tlstm.cell_window_shift` explains it)."""
+        return 1 if self.window == "appendix" else 0
+
+    def cell_kernel_entry(self) -> int | None:
+        """The memory-cell kernel entry that ``cell_kernel`` raises (row-major, as the Q channels
+        are ordered), or None for ``uniform``, no memory-cell convolution, or a window without it.
+
+        ``shift``: the entry reading offset -1 in every coordinate (the neighbour one location
+        toward the input along the diagonal), so the memory moves one location toward the output
+        corner per step; ``centre``: offset 0 (the location itself).
+        """
+        if self.kind != "tlstm" or not self.memory_conv or self.cell_kernel == "uniform":
+            return None
+        first = -self.reach_in + self.cell_window_shift  # the window's lowest offset per coordinate
+        step = (-1 if self.cell_kernel == "shift" else 0) - first
+        if not 0 <= step < self.kernel:
+            return None
+        return sum(step * self.kernel ** j for j in range(self.dims - 1))
+
+    @property
+    def init(self) -> dict:
+        """The initialisation knobs, defaults included (what records store as ``init``); the
+        memory-cell kernel's only where there is a memory-cell convolution."""
+        knobs = {name: getattr(self, name) for name in INIT_DEFAULTS}
+        if self.kind != "tlstm" or not self.memory_conv:
+            knobs.update(cell_kernel=None, cell_kernel_bias=None)
+        elif self.cell_kernel == "uniform":
+            knobs["cell_kernel_bias"] = None
+        if self.input_init == "uniform":
+            knobs["input_std"] = None
+        return knobs
+
+    @property
     def label(self) -> str:
         return format_config(self)
 
@@ -107,7 +160,32 @@ class ArchConfig:
             if self.window != DEFAULT_WINDOW and not self.memory_conv:
                 raise UserError(f"window={self.window} chooses the memory-cell convolution's window, but "
                                 "memory_conv=0 has no memory-cell convolution; drop the window knob")
+        check_init(self)
         return self
+
+
+def check_init(arch: ArchConfig) -> None:
+    """The initialisation knobs: known values, numbers above 0, and each strength only with the
+    choice it belongs to (part of validating a configuration)."""
+    for name, choices in _INIT_CHOICES.items():
+        if getattr(arch, name) not in choices:
+            raise UserError(f"unknown {name} {getattr(arch, name)!r}; use one of {', '.join(choices)}")
+    for name in _INIT_NUMBERS:
+        number(getattr(arch, name), name)
+    if arch.cell_kernel == "uniform":
+        if arch.cell_kernel_bias != INIT_DEFAULTS["cell_kernel_bias"]:
+            raise UserError("cell_kernel_bias is the strength of cell_kernel=shift or centre; "
+                            "give one of them too, or drop cell_kernel_bias")
+    elif arch.kind != "tlstm" or not arch.memory_conv:
+        raise UserError(f"cell_kernel={arch.cell_kernel} sets how the memory-cell convolution's kernel starts, "
+                        f"but {arch.kind if arch.kind != 'tlstm' else 'memory_conv=0'} has none; drop it")
+    elif arch.cell_kernel_entry() is None:
+        raise UserError(f"cell_kernel={arch.cell_kernel} needs a memory-cell kernel entry at offset "
+                        f"{-1 if arch.cell_kernel == 'shift' else 0}, which window={arch.window} with "
+                        f"kernel={arch.kernel} does not have; use window=aligned or a larger kernel")
+    if arch.input_init == "uniform" and arch.input_std != INIT_DEFAULTS["input_std"]:
+        raise UserError("input_std is the standard deviation of input_init=normal; give input_init=normal too, "
+                        "or drop input_std")
 
 
 PRESETS: dict[str, ArchConfig] = {
@@ -123,7 +201,7 @@ assert tuple(PRESETS) == CONFIG_NAMES  # the knobs of each name in tlstm_bench.v
 ANCHORS: dict[str, ArchConfig] = {"lstm": ArchConfig(kind="lstm", name="lstm")}
 assert tuple(ANCHORS) == tuple(ANCHOR_NAMES)
 
-_KNOBS = {"dims", "kernel", "memory_conv", "norm", "window"}
+_KNOBS = {"dims", "kernel", "memory_conv", "norm", "window", *INIT_DEFAULTS}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -154,50 +232,73 @@ def parse_config(config: "str | ArchConfig") -> ArchConfig:
     if not knobs:
         return arch.validate()
     knobs_once(config)  # tlstm:dims=2,dims=3 is a typo, not "the last wins"
-    if arch.kind != "tlstm":
-        raise UserError(f"the stacked LSTM has no knobs; got {config!r}")
-    values: dict[str, object] = {}
-    for item in knobs.split(","):
-        key, eq, raw = (s.strip() for s in item.partition("="))
-        if not eq or key not in _KNOBS:
-            raise UserError(
-                f"bad knob {item!r} in config {config!r}; knobs are {', '.join(sorted(_KNOBS))} (key=value)"
-            )
-        if key in ("dims", "kernel"):
-            try:
-                values[key] = int(raw)
-            except ValueError:
-                raise UserError(f"{key} must be an integer in config {config!r}, got {raw!r}") from None
-        elif key == "memory_conv":
-            if raw not in _TRUE | _FALSE:
-                raise UserError(f"memory_conv must be 0 or 1 in config {config!r}, got {raw!r}")
-            values[key] = raw in _TRUE
-        else:
-            values[key] = raw
+    allowed = _KNOBS if arch.kind == "tlstm" else set(INIT_DEFAULTS)
+    values = dict(_knob_value(item, config, allowed) for item in knobs.split(","))
     arch = replace(arch, name=None, **values)
     preset = next((n for n, p in PRESETS.items() if replace(p, name=None) == arch), None)
     return replace(arch, name=preset).validate()
 
 
+def _knob_value(item: str, config: str, allowed: set) -> tuple[str, object]:
+    """``key=value`` of a knob string as (knob, typed value)."""
+    key, eq, raw = (s.strip() for s in item.partition("="))
+    if not eq or key not in allowed:
+        what = "the stacked LSTMs take only the initialisation knobs" if allowed != _KNOBS else "knobs are"
+        raise UserError(f"bad knob {item!r} in config {config!r}; {what} {', '.join(sorted(allowed))} (key=value)")
+    if key in ("dims", "kernel"):
+        try:
+            return key, int(raw)
+        except ValueError:
+            raise UserError(f"{key} must be an integer in config {config!r}, got {raw!r}") from None
+    if key == "memory_conv":
+        if raw not in _TRUE | _FALSE:
+            raise UserError(f"memory_conv must be 0 or 1 in config {config!r}, got {raw!r}")
+        return key, raw in _TRUE
+    if key in _INIT_NUMBERS:
+        try:
+            return key, float(raw)
+        except ValueError:
+            raise UserError(f"{key} must be a number in config {config!r}, got {raw!r}") from None
+    return key, raw
+
+
 def _preset_of(arch: ArchConfig) -> str | None:
-    """The preset whose knobs ``arch`` has, the window aside."""
-    bare = replace(arch, name=None, window=DEFAULT_WINDOW)
+    """The preset whose structural knobs ``arch`` has (the window and the initialisation aside)."""
+    bare = replace(arch, name=None, window=DEFAULT_WINDOW, **INIT_DEFAULTS)
     return next((n for n, p in PRESETS.items() if replace(p, name=None) == bare), None)
+
+
+def _number_text(value: float) -> str:
+    """The shortest text that parses back to ``value`` (3.0 -> "3", 0.5 -> "0.5")."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def changed_init(arch: ArchConfig) -> dict[str, str]:
+    """The initialisation knobs that are not at their defaults, as text ({"cell_kernel": "shift"})."""
+    return {name: _number_text(getattr(arch, name)) if name in _INIT_NUMBERS else getattr(arch, name)
+            for name, default in INIT_DEFAULTS.items() if getattr(arch, name) != default}
+
+
+def _extra_knobs(arch: ArchConfig) -> list[str]:
+    """The window and initialisation knobs that are not at their defaults, as ``key=value``."""
+    extra = [f"window={arch.window}"] if arch.window != DEFAULT_WINDOW else []
+    return extra + [f"{name}={value}" for name, value in changed_init(arch).items()]
 
 
 def format_config(arch: ArchConfig) -> str:
     """The canonical string for an ArchConfig (see the module docstring); it parses back to ``arch``."""
+    extra = ",".join(_extra_knobs(arch))
     if arch.kind != "tlstm":
-        return arch.kind
-    window = f"window={arch.window}" if arch.window != DEFAULT_WINDOW else ""
-    if arch.name and not window:
+        return f"{arch.kind}:{extra}" if extra else arch.kind
+    if arch.name and not extra:
         return arch.name
     preset = _preset_of(arch)
     if preset is not None:
-        return f"{preset}:{window}" if window else preset
+        return f"{preset}:{extra}" if extra else preset
     mc = 1 if arch.memory_conv else 0
     text = f"tlstm:dims={arch.dims},kernel={arch.kernel},memory_conv={mc},norm={arch.norm}"
-    return f"{text},{window}" if window else text
+    return f"{text},{extra}" if extra else text
 
 
 MAX_ENTRIES = 2**30  # K^(D-1) kernel entries, P^(D-1) locations

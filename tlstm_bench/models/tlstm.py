@@ -57,7 +57,7 @@ def cell_window_shift(arch: ArchConfig) -> int:
     tensor where location 1 holds the input; applied to C, which has no input location,
     the window is ``-a+1 .. b+1`` (p .. p+2 for K = 3).
     """
-    return 1 if arch.window == "appendix" else 0
+    return arch.cell_window_shift
 
 
 def locations(tensor_size: int, dims: int) -> list[tuple[int, ...]]:

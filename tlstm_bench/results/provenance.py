@@ -28,6 +28,9 @@ from pathlib import Path
 from .. import __version__
 
 ENV_CODE_VERSION = "TLSTM_BENCH_CODE_VERSION"
+# The commit a copy outside any checkout was made from (a device machine receives the working
+# tree without .git): recorded as git_commit there, with git_dirty unknown (None).
+ENV_GIT_COMMIT = "TLSTM_BENCH_GIT_COMMIT"
 
 
 def package_dir() -> Path:
@@ -81,11 +84,12 @@ def git_info() -> dict:
     """``{"git_commit", "git_dirty"}`` of the checkout the package runs from; None, None outside one.
 
     The package counts as part of a checkout only when its own ``__init__.py`` is tracked
-    there; dirty means uncommitted changes (or untracked files) in the package folder.
+    there; dirty means uncommitted changes (or untracked files) in the package folder. Outside a
+    checkout, ``$TLSTM_BENCH_GIT_COMMIT`` names the commit the copy was made from, if set.
     """
     folder = package_dir()
     if _git(folder, "ls-files", "--error-unmatch", "--", "__init__.py") is None:
-        return {"git_commit": None, "git_dirty": None}
+        return {"git_commit": os.environ.get(ENV_GIT_COMMIT) or None, "git_dirty": None}
     commit = _git(folder, "rev-parse", "HEAD")
     status = _git(folder, "status", "--porcelain", "--", ".")
     return {"git_commit": commit, "git_dirty": None if status is None else bool(status)}

@@ -45,6 +45,7 @@ class Size(TypedDict, total=False):
     tensor_size: Optional[int]  # P
     params: Optional[int]       # total trainable parameters
     budget: Optional[str]       # the budget asked for (10M, slstm:100) or None
+    init: Optional[dict]        # the initialisation knobs (models.config: cell_kernel, input_init, ...), defaults too
 
 
 class Runtime(TypedDict, total=False):
@@ -95,6 +96,7 @@ class Train(TypedDict, total=False):
     max_samples: Optional[int]
     epochs: Optional[int]
     eval_every: int
+    time_limit_s: Optional[float]  # seconds of wall time the run was allowed (None: no limit)
     patience: Optional[int]
     early_stopping: Optional[bool]  # whether the run could stop early (offline tasks; a preset may turn it off)
     sample_unit: str

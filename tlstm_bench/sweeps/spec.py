@@ -20,6 +20,7 @@ override ``configs``, ``depths``, ``seeds``, ``budget``/``channels`` and ``timeo
     [train]
     preset = "memorization"          # a name in tlstm_bench.training.PRESETS
     max_samples = 5000000            # optional: epochs, batch_size, eval_every
+    time_limit_s = 480               # optional: each cell stops training after this, keeping its record
     early_stopping = false           # optional: stop early on valid (default: the preset's)
     options = { symbols = 20 }       # task options, passed on to train()
 
@@ -63,7 +64,7 @@ MAX_CELLS = 10_000
 _GRID_KEYS = ("configs", "depths", "seeds", "budget", "channels", "timeout_s")
 _TOP_KEYS = {"description", "task", "device", *_GRID_KEYS, "train", "runtime"}
 _TRAIN_KEYS = {"preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping", "options",
-               *_GRID_KEYS}
+               "time_limit_s", *_GRID_KEYS}
 _RUNTIME_KEYS = {"seq_len", "repeats", "warmup", "implementations", "threads", "dtype", "vocab",
                  "input_size", "output_size", *_GRID_KEYS}
 
@@ -291,6 +292,8 @@ def _train_settings(check: _Checker, table: dict, top: dict, check_values: bool)
         if name in table:
             settings[name] = check.integer(f"train.{name}", table[name],
                                            maximum=MAX_DIM if name == "batch_size" else None)
+    if "time_limit_s" in table:
+        settings["time_limit_s"] = check.number("train.time_limit_s", table["time_limit_s"], MAX_TIMEOUT_S)
     if "early_stopping" in table:
         if not isinstance(table["early_stopping"], bool):
             raise check.error("train.early_stopping", "must be true or false", table["early_stopping"])
@@ -330,6 +333,9 @@ def _section(check: _Checker, kind: str, table: dict, top: dict, check_values: b
     grid = _grid(check, kind, table, top, check_values)
     settings = (_train_settings(check, table, top, check_values) if kind == "train"
                 else _runtime_settings(check, table))
+    if settings.get("time_limit_s", 0) >= grid["timeout_s"]:
+        raise check.error("train.time_limit_s", f"must be below the cells' timeout_s ({grid['timeout_s']:,.0f} s): "
+                          "a cell past its timeout is killed and keeps no record", settings["time_limit_s"])
     return Section(kind=kind, **grid, settings=settings)
 
 

@@ -14,6 +14,8 @@ What happens (paper appendix, SPEC section 9):
   evaluation and every ``checkpoint_every`` samples; run again with the same settings and it
   resumes from there and ends with exactly the parameters of an uninterrupted run (same
   seed, same machine and thread count);
+* with ``time_limit_s`` the run stops after that many seconds of wall time, is evaluated and
+  records how far it got (``stop_reason = "time_limit"``; run it again to go on);
 * a NaN or infinite training loss stops the run: :func:`train` then *returns* a record
   with ``status="failed"``, an ``error`` message and every metric ``None`` (it does not
   raise, so a sweep can store the failed cell; the CLI exits 1). Bad arguments and bad
@@ -41,11 +43,11 @@ from ..events import Event, Progress, Reporter, note, reporter
 from ..models import build_model
 from ..models.memory import check_fits, model_memory
 from ..results import code_version, provenance
-from ..results.schema import record_key, stable_hash, versioned_id
+from ..results.schema import record_key, versioned_id
 from ..tasks import Task
 from ..vocab import torch_device
 from .checkpoint import Counters, RunState, checkpoint_path, load_checkpoint, save_checkpoint
-from .settings import DEFAULT_INPUT_INIT, TrainSettings
+from .settings import TrainSettings
 
 
 def train(config: "str | TrainSettings", *, progress: Progress = False, on_start: Callable[[dict], None] | None = None,
@@ -120,29 +122,12 @@ def _identity(model, task: Task, s: TrainSettings, device: torch.device) -> dict
         "epochs": s.epochs, "eval_every": s.eval_every, "patience": s.patience if s.early_stopping else None,
         "early_stopping": s.early_stopping if not task.online else None, "sample_unit": task.sample_unit,
         "implementation": model.implementation, "seed": s.seed, "flush_denormal": True, "device": device.type,
+        "init": model.arch.init, "time_limit_s": s.time_limit_s,
     }
+    # The initialisation knobs are in the config string (and so in the key); the time limit is not.
     head["key"] = record_key(head)
-    if s.input_init != DEFAULT_INPUT_INIT:
-        # Only a non-default init enters the record and its key, so every earlier record and
-        # checkpoint keeps its key (results.schema.KEY_FIELDS is unchanged).
-        head["input_init"] = s.input_init
-        head["key"] = stable_hash({"key": head["key"], "input_init": s.input_init})
     head["id"] = versioned_id(head["key"], code_version())
     return head
-
-
-def init_inputs(model, input_init: str) -> None:
-    """Start the input projection W^x as ``input_init`` asks (TrainSettings.input_init).
-
-    ``normal``: N(0, 1), the scale of torch's nn.Embedding and Torch7's LookupTable, about
-    sqrt(3M) times the model's own +-1/sqrt(M), so the symbols reach the input corner's gates
-    more strongly (docs/fidelity.md, row 14: it helps memorization at L = 4, not at L = 1 or at
-    the paper's size). Drawn from the global RNG right after the model, so a seed gives the
-    same model every time.
-    """
-    if input_init == "normal":
-        with torch.no_grad():
-            model.w_x.normal_(0.0, 1.0)
 
 
 def _detach(state):
@@ -165,12 +150,11 @@ class Trainer:
         torch.manual_seed(s.seed)
         model = build_model(s.config, s.depth, channels=s.channels, budget=s.budget, forget_bias=task.forget_bias,
                             implementation=s.implementation, **task.model_io())
-        init_inputs(model, s.input_init)
         model.to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
         stream = task.train_stream(s.batch_size, s.seed)
         self.record = _identity(model, task, s, device)
-        key = {k: self.record[k] for k in CHECKPOINT_KEY + ("input_init",) if k in self.record}
+        key = {k: self.record[k] for k in CHECKPOINT_KEY}
         self.state = RunState(key, model, optimizer, stream)
         self.path = checkpoint_path(s.checkpoint_dir) if s.checkpoint_dir is not None else None
         self.epoch_samples = task.epoch_samples(s.batch_size)
@@ -202,8 +186,8 @@ class Trainer:
                             f"{str(exc).splitlines()[0][:200]}); delete it to start over") from None
         c = self.counters
         c.resumed_at.append(c.samples)
-        if c.stop_reason in ("max_samples", "epochs"):
-            c.stop_reason = None  # a finished run may be extended with a larger limit
+        if c.stop_reason in ("max_samples", "epochs", "time_limit"):
+            c.stop_reason = None  # a finished run may be extended with a larger limit (or more time)
         note(self.report, f"resuming from checkpoint {self.path} at sample {c.samples:,} (step {c.step:,})")
 
     def finished(self) -> bool:
@@ -211,7 +195,9 @@ class Trainer:
         c, s = self.counters, self.settings
         if c.stop_reason is not None:
             return True
-        if s.max_samples is not None and c.samples >= s.max_samples:
+        if s.time_limit_s is not None and time.monotonic() - self.started >= s.time_limit_s:
+            c.stop_reason = "time_limit"
+        elif s.max_samples is not None and c.samples >= s.max_samples:
             c.stop_reason = "max_samples"
         elif s.epochs is not None and c.samples >= s.epochs * self.epoch_samples:
             c.stop_reason = "epochs"

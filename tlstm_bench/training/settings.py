@@ -21,9 +21,6 @@ from .presets import get_preset
 DEFAULT_PATIENCE = 5
 PAPER_MAX_SAMPLES = 5_000_000  # algorithmic tasks: 5M online samples
 PAPER_EPOCHS = {"enwik8": 50, "mnist": 200, "pmnist": 200}
-# The input projection's initialisation (the paper does not state one; docs/fidelity.md row 14).
-INPUT_INITS = ("uniform", "normal")
-DEFAULT_INPUT_INIT = INPUT_INITS[0]
 
 
 @dataclass(frozen=True)
@@ -49,10 +46,14 @@ class TrainSettings:
             model's default). threads: CPU threads for torch (process-wide).
         data_dir: where enwik8 / MNIST files are. checkpoint_dir: where to checkpoint and
             resume from. checkpoint_every: samples between checkpoints (None: every evaluation).
-        input_init: how the input projection W^x starts: ``uniform`` (the model's own, +-1/sqrt(M);
-            the default) or ``normal`` (N(0, 1), torch's nn.Embedding and Torch7's LookupTable).
-            Off by default: the paper does not say. Measured on memorization (docs/fidelity.md,
-            row 14): faster at L = 4, slower at L = 1, no help at the paper's size.
+        time_limit_s: stop training after this many seconds of this run's wall time (None: no
+            limit), evaluate, and record how far it got (``stop_reason = "time_limit"``): a run
+            that must end inside a time budget (one device call) keeps its record. Not part of
+            the run's key; run the same command again to go on (from its checkpoint, if any).
+
+    The initialisation (how W^x, the biases, the recurrent weights and the memory-cell kernel
+    start) belongs to the configuration, not to these settings: ``3d-cn:input_init=normal``
+    (:mod:`tlstm_bench.models.config`), so that every implementation builds the same model.
     """
 
     config: str
@@ -76,7 +77,7 @@ class TrainSettings:
     data_dir: "str | Path | None" = None
     checkpoint_dir: "str | Path | None" = None
     checkpoint_every: int | None = None
-    input_init: str = DEFAULT_INPUT_INIT
+    time_limit_s: float | None = None
 
     def __post_init__(self):
         if self.early_stopping is not None and not isinstance(self.early_stopping, bool):
@@ -93,8 +94,8 @@ class TrainSettings:
         if self.threads is not None:
             checks.threads(self.threads)
         parse_device(self.device)
-        if self.input_init not in INPUT_INITS:
-            raise UserError(f"unknown input_init {self.input_init!r}; use one of {', '.join(INPUT_INITS)}")
+        if self.time_limit_s is not None:
+            object.__setattr__(self, "time_limit_s", checks.number(self.time_limit_s, "--time-limit"))
         # A task option left None is not given (the CLI passes every option it has).
         object.__setattr__(self, "task_options", {k: v for k, v in self.task_options.items() if v is not None})
 

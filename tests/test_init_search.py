@@ -1,0 +1,73 @@
+"""The initialisation search (issue 29): its shipped specs, the keys of default cells (unchanged by
+the knobs), and the device script that runs a time-limited sweep and packs its records."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from tlstm_bench.results.schema import record_key
+from tlstm_bench.sweeps.grid import expand
+from tlstm_bench.sweeps.spec import load_spec
+from tlstm_bench.training import train
+
+REPO = Path(__file__).resolve().parents[1]
+HARD_STOP_S = 560  # benchmarks/device_run.sh's stop in the documented command (a call's timeout_s: 590)
+
+
+def test_the_search_specs_vary_only_the_initialisation_of_the_3d_tlstm_cn():
+    for name in ("memorization-init", "addition-init", "memorization-init-small"):
+        (train_section,) = load_spec(name).sections
+        assert all(c.split(":")[0] == "3d-cn" for c in train_section.configs), name
+        assert all("window" not in c for c in train_section.configs), name
+
+
+def test_the_memorization_search_fits_one_device_call():
+    spec = load_spec("memorization-init")
+    (section,) = spec.sections
+    cells = expand(spec, code="x", machine={})
+    assert spec.device == "cuda" and len(cells) == 8 and section.depths == (1, 4, 7, 10)
+    assert section.settings["options"] == {} and section.settings["preset"] == "paper-memorization"
+    assert section.settings["max_samples"] >= 54_000  # at least the paper's samples at L = 10
+    # every cell stops training by itself (time_limit_s), with time to start, evaluate and write,
+    # before its timeout, which is before the device script's hard stop
+    assert section.settings["time_limit_s"] + 60 <= section.timeout_s <= HARD_STOP_S - 15
+
+
+def test_default_cells_and_runs_keep_the_keys_they_had_before_the_knobs():
+    """Computed at d081c5f, before the initialisation knobs: a knob at its default is not written
+    into the configuration string, so the cells and records of default runs keep their keys."""
+    keys = {}
+    for name in ("quick", "memorization"):
+        last = [c for c in expand(load_spec(name), code="x", machine={}) if c.kind == "train"][-1]
+        keys[name] = (last.spec["config"], last.spec["depth"], last.key)
+    assert keys == {"quick": ("3d-cn", 2, "ca16edce8d6f7e97"), "memorization": ("3d-cn", 10, "65aa9a7f506fa9b0")}
+    record = train("3d-cn", depth=2, preset="memorization-small", max_samples=15, eval_every=15)
+    assert record["key"] == record_key(record) == "c55695166ee23da6"
+
+
+def test_device_run_packs_a_time_limited_sweep_into_one_archive(tmp_path):
+    spec = tmp_path / "tiny-search.toml"
+    spec.write_text('task = "memorization"\nconfigs = ["3d-cn:recurrent_scale=2", "2d"]\ndepths = [1]\n'
+                    'channels = 4\ntimeout_s = 300\n[train]\nmax_samples = 100000000\ntime_limit_s = 2\n'
+                    'options = { symbols = 3, alphabet = 8 }\n')
+    # as on the device: run from the repository's top folder, no PYTHONPATH given
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "OUT": str(tmp_path / "out"),
+           "TMPDIR": str(tmp_path), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "benchmarks/device_run.sh", "tiny", "240", "0123abc", "--",
+                           "sweep", str(spec), "--jobs", "2"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with tarfile.open(tmp_path / "out" / "tiny.tar.gz") as archive:
+        names = archive.getnames()
+        archive.extractall(tmp_path / "unpacked", filter="data")
+    assert not any(".checkpoints" in n or ".locks" in n for n in names)
+    assert {"./tiny.log", "./tiny-meta.txt", "./tiny-nvidia-smi.txt"} <= set(names)
+    records = [json.loads(p.read_text()) for p in (tmp_path / "unpacked" / "store" / "tiny-search").glob("*.json")]
+    assert len(records) == 2 and all(r["status"] == "ok" and r["stop_reason"] == "time_limit" for r in records)
+    assert {r["init"]["recurrent_scale"] for r in records} == {2.0, 1.0} and {r["time_limit_s"] for r in records} == {2}
+    assert "exit status 0" in (tmp_path / "unpacked" / "tiny-meta.txt").read_text()

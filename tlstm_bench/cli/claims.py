@@ -1,0 +1,76 @@
+"""``tlstm-bench claims``: the paper's headline claims beside the best this tool has measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.text import Text
+
+from ..results.table import TableView
+from .app import app, console, handles_user_errors
+from .screen import say
+from .tables import draw_table
+
+_STYLE = {"reproduced": "green", "not reproduced": "red", "not run here": "yellow"}
+
+
+@app.command()
+@handles_user_errors
+def claims(
+    results_dir: Annotated[Optional[Path], typer.Option(
+        help="A results folder, or a folder of them (every store/ under it is read). Default: "
+             "./results/evidence (the checkout's committed evidence) if it is there, else the results folder.")] = None,
+) -> None:
+    """The paper's headline claims, each with the paper's number, the best this tool has measured,
+    the record it comes from and whether it is reproduced (the rule: docs/fidelity.md)."""
+    from ..plotting.claims import EVIDENCE, claim_rows, read_records
+    from ..results.store import workspace
+
+    if results_dir is not None:
+        folder = results_dir
+    else:  # a checkout's committed evidence when run from its top folder; an installed copy has none
+        folder = EVIDENCE if EVIDENCE.is_dir() else workspace().root
+    rows = claim_rows(read_records(folder))
+    draw_table(console, claims_table(rows, folder))
+    for number, record in enumerate(_sources(rows), start=1):
+        commit = str(record.get("git_commit") or "-")[:7]
+        say(console, Text(f"[{number}] {record['source']}: {_config(record)} L={int(record['depth'])}, "
+                          f"{record.get('device_name') or record.get('device')}, commit {commit}, "
+                          f"{str(record.get('date') or '')[:10]}"), hanging=4)
+    say(console, "The numeric claims are the 3D tLSTM+CN's, at the paper's settings, with any initialisation. "
+                  "reproduced: within 1.5x of the paper's samples (runtime: of L = 1's), or its accuracy reached; "
+                  "not reproduced: run to at least the paper's samples and short of it; not run here: otherwise "
+                  "(how far it got). docs/fidelity.md, \"The claims table\".")
+
+
+def _sources(rows) -> list[dict]:
+    """The records the rows come from, each once, in the order the table numbers them."""
+    return list({id(row.record): row.record for row in rows if row.record is not None}.values())
+
+
+def _config(record: dict) -> str:
+    """The configuration, with an input init recorded before it was a knob of the configuration."""
+    legacy = record.get("input_init")
+    config = str(record["config"])
+    return f"{config} (input_init={legacy})" if isinstance(legacy, str) and "input_init" not in config else config
+
+
+def claims_table(rows, folder: Path) -> TableView:
+    """One row per claim: the claim, the paper's number, ours, the record ([n]: listed under the
+    table with its file, device and commit) and the status. The prose columns wrap between words."""
+    from ..plotting.claims import record_label
+
+    table = TableView(title=f"The paper's claims, from the records under {folder}")
+    table.add_column("claim", wrap=True)
+    table.add_column("paper", wrap=True)
+    table.add_column("best here", wrap=True)
+    table.add_column("record", wrap=True)
+    table.add_column("status")
+    numbers = {id(record): n for n, record in enumerate(_sources(rows), start=1)}
+    for row in rows:
+        ref = "-" if row.record is None else f"[{numbers[id(row.record)]}] {record_label(row.record)}"
+        table.add_row(row.claim.name, row.claim.paper_text, row.best, ref,
+                      Text(row.status, style=_STYLE[row.status]))
+    return table

@@ -1,0 +1,310 @@
+"""The paper's headline claims beside the best this tool has measured, from its records.
+
+One row per claim (:data:`CLAIMS`), with the paper's number (taken from the paper's tables
+in :mod:`.paper`, the one place they are copied), the best matching record and a status by
+one rule (docs/fidelity.md, "The claims table"):
+
+* **reproduced**: a training claim solved within 1.5x the paper's samples, or the paper's
+  accuracy (BPC) reached at its printed precision; a runtime claim met (every tLSTM's time
+  at L >= 5 within 1.5x its time at L = 1; every tLSTM faster than the sLSTM);
+* **not reproduced**: a record ran at least the paper's samples (the paper's full training:
+  its early stopping, or 50 epochs of enwik8; runtime: every configuration measured at a
+  depth >= 5 on a GPU) and fell short;
+* **not run here**: otherwise; the row says how far the best record got.
+
+A training claim counts the records of its task at the paper's settings (the task options,
+M, batch 15 on the algorithmic tasks, the real MNIST files) for the 3D tLSTM+CN at the
+claim's depth, with any initialisation or window knob (the paper states neither). The
+runtime claims count GPU records only (the paper's "GPU milliseconds"), compared within one
+machine, size, T and precision, at the depths measured at or above the paper's L = 5.
+
+Here, not in ``results/``: the paper's numbers live in :mod:`.paper` (the tables beside ours
+use them too), and ``results`` may not import ``plotting``. Reads records only; never torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import UserError
+from ..results.frame import NUMERIC
+from ..results.schema import FIELDS, normalise
+from ..results.store import read_record
+from ..vocab import CONFIG_NAMES
+from .paper import PAPER_TABLES
+
+REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run here"
+WITHIN = 1.5            # "within 1.5x of the paper's samples" (and of L = 1's runtime)
+PAPER_MIN_DEPTH = 5     # the runtime claims: at the depths measured at or above the paper's L = 5
+PAPER_WIKI_EPOCHS = 50  # the paper's enwik8 training: "We terminate training after 50 epochs"
+TLSTMS = tuple(c for c in CONFIG_NAMES if c != "slstm")
+THE_MODEL = "3d-cn"     # every numeric claim is about the 3D tLSTM+CN
+
+
+@dataclass(frozen=True)
+class Claim:
+    name: str                   # what the paper claims, short
+    kind: str                   # samples | accuracy | bpc | runtime_flat | runtime_vs_slstm
+    paper_text: str             # the paper's number as printed
+    source: str                 # where in the paper
+    paper: float | None = None  # the number: samples, accuracy in [0, 1], BPC
+    task: str | None = None
+    depth: int | None = None
+    match: dict = field(default_factory=dict)  # record fields (and task_options) a record must have
+
+
+@dataclass
+class ClaimRow:
+    claim: Claim
+    status: str
+    best: str                    # the best measured, or how far it got; "-" when nothing matches
+    record: dict | None = None   # the record it comes from (its source, device, commit ...)
+
+
+def _paper_cell(table: str, row: str, column: str) -> str:
+    spec = PAPER_TABLES[table]
+    values = next(r for r in spec["rows"] if r[0] == row)
+    return values[1 + spec["columns"].index(column)]
+
+
+def _number(text: str) -> float:
+    """The paper's printing as a number: ``298K`` -> 298000, ``99.2`` (percent) stays 99.2."""
+    return float(text[:-1]) * 1000 if text.endswith("K") else float(text)
+
+
+def _samples_claim(task: str, depth: int, column: str, options: dict, channels: int) -> Claim:
+    text = _paper_cell("table2", f"3D tLSTM+CN (L={depth})", column)
+    return Claim(f"{task}, L={depth}", "samples", f"{text}", "Table 2", _number(text), task,
+                 depth, {"task_options": options, "channels": channels, "batch_size": 15})
+
+
+def _mnist_claim(task: str, depth: int) -> Claim:
+    text = _paper_cell("table3", f"3D tLSTM+CN (L={depth})", "MNIST" if task == "mnist" else "pMNIST")
+    return Claim(f"{'p' if task == 'pmnist' else ''}MNIST, L={depth}", "accuracy", f"{text}%",
+                 "Table 3", _number(text) / 100, task, depth, {"task_options": {"source": "idx"}, "channels": 100})
+
+
+def _claims() -> list[Claim]:
+    memo, add = {"symbols": 20, "alphabet": 64}, {"digits": 15}
+    bpc = _paper_cell("table1", "3D tLSTM+CN (L=6, M=1200)", "BPC")
+    return [
+        Claim("every tLSTM's runtime flat in L", "runtime_flat", "~L=1's", "Sec. 3.2, Fig. 3-5"),
+        Claim("every tLSTM faster than sLSTM, L=5", "runtime_vs_slstm", "< sLSTM", "Sec. 3.3, Fig. 5"),
+        _samples_claim("memorization", 10, "Memorization # samples", memo, 100),
+        _samples_claim("memorization", 7, "Memorization # samples", memo, 100),
+        _samples_claim("addition", 7, "Addition # samples", add, 400),
+        _samples_claim("addition", 10, "Addition # samples", add, 400),
+        Claim("enwik8, L=6, M=1200", "bpc", f"{bpc}", "Table 1", float(bpc), "enwik8", 6,
+              {"channels": 1200}),
+        _mnist_claim("mnist", 3), _mnist_claim("mnist", 5), _mnist_claim("pmnist", 3), _mnist_claim("pmnist", 5),
+    ]
+
+
+CLAIMS: tuple[Claim, ...] = tuple(_claims())
+
+
+# ---- reading the records -----------------------------------------------------------
+EVIDENCE = Path("results") / "evidence"  # a checkout's committed evidence, from its top folder
+
+
+def read_records(folder: "str | Path") -> pd.DataFrame:
+    """Every record of every results folder under ``folder`` (each ``store/<collection>/``, and each
+    ``records/`` folder of tool records such as the memorization ladder's), all versions (the best
+    is wanted, not the newest), with ``source``: the record's file, relative to ``folder``."""
+    folder = Path(folder)
+    stores = sorted({folder / "store", *folder.glob("**/store")})
+    places = [c for s in stores if s.is_dir() for c in sorted(s.iterdir())
+              if c.is_dir() and not c.name.startswith(".")]
+    places += sorted(r for r in folder.glob("**/records") if r.is_dir())
+    rows = [{**normalise(read_record(path), place.name), "source": str(path.relative_to(folder))}
+            for place in places for path in sorted(place.glob("*.json"))]
+    if not rows:
+        raise UserError(f"no result records under {folder}; give --results-dir a results folder (the committed "
+                        f"evidence is {EVIDENCE}/ of a checkout of the repository: run claims from its top folder)")
+    frame = pd.DataFrame(rows)
+    for column in FIELDS:
+        if column not in frame:
+            frame[column] = None
+    for column in NUMERIC:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame
+
+
+# ---- the rule --------------------------------------------------------------------------
+def claim_rows(records: "pd.DataFrame | list[dict]") -> list[ClaimRow]:
+    """One :class:`ClaimRow` per claim of :data:`CLAIMS`, from these records."""
+    frame = pd.DataFrame(records) if isinstance(records, list) else records
+    for column in ("kind", "status", "config", "task", "device", "depth"):
+        if column not in frame:
+            frame = frame.assign(**{column: None})
+    ok = frame[frame["status"].fillna("ok") == "ok"]
+    judge = {"samples": _samples, "accuracy": _accuracy, "bpc": _bpc, "runtime_flat": _runtime_flat,
+             "runtime_vs_slstm": _runtime_vs_slstm}
+    return [judge[claim.kind](claim, ok) for claim in CLAIMS]
+
+
+def _base(config: str) -> str:
+    return str(config).split(":")[0]
+
+
+def _matches(claim: Claim, frame: pd.DataFrame) -> list[dict]:
+    """The train records of the claim's task, model, depth and settings, as dicts."""
+    rows = frame[(frame["kind"] == "train") & (frame["task"] == claim.task) & (frame["depth"] == claim.depth)
+                 & (frame["config"].map(_base) == THE_MODEL)]
+    out = []
+    for record in rows.to_dict("records"):
+        options = record.get("task_options") or {}
+        if all(options.get(k) == v for k, v in claim.match.get("task_options", {}).items()) and all(
+                record.get(k) == v for k, v in claim.match.items() if k != "task_options"):
+            out.append(record)
+    return out
+
+
+def _value(record: dict, name: str):
+    value = record.get(name)
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _samples(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
+    records = _matches(claim, frame)
+    solved = sorted((r for r in records if r.get("solved") and _value(r, "samples_to_solve")),
+                    key=lambda r: r["samples_to_solve"])
+    longest = max(records, key=lambda r: _value(r, "samples_seen") or 0, default=None)
+    if solved and solved[0]["samples_to_solve"] <= WITHIN * claim.paper:
+        return ClaimRow(claim, REPRODUCED, f"solved at {_k(solved[0]['samples_to_solve'])}", solved[0])
+    best = solved[0] if solved else longest
+    if best is None:
+        return ClaimRow(claim, NOT_RUN, "-")
+    text = (f"solved at {_k(best['samples_to_solve'])}" if best in solved
+            else f"{_percent(best.get('test_metric'))} after {_k(best['samples_seen'])}")
+    ran_enough = any((_value(r, "samples_seen") or 0) >= claim.paper for r in records)
+    return ClaimRow(claim, NOT_REPRODUCED if ran_enough else NOT_RUN, text, best)
+
+
+def _finished(record: dict) -> bool:
+    """The run trained as the paper's did: to its early stopping (or the paper's epochs on enwik8)."""
+    if record.get("task") == "enwik8":
+        return (_value(record, "epochs_done") or 0) >= PAPER_WIKI_EPOCHS
+    return record.get("stop_reason") == "early_stopping"
+
+
+def _accuracy(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
+    records = [r for r in _matches(claim, frame) if _value(r, "test_metric") is not None]
+    if not records:
+        return ClaimRow(claim, NOT_RUN, "-")
+    best = max(records, key=lambda r: r["test_metric"])
+    text = f"{_percent(best['test_metric'])} ({_epochs(best)})"
+    if round(best["test_metric"] * 100, 1) >= round(claim.paper * 100, 1):
+        return ClaimRow(claim, REPRODUCED, text, best)
+    return ClaimRow(claim, NOT_REPRODUCED if any(map(_finished, records)) else NOT_RUN, text, best)
+
+
+def _bpc(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
+    records = [r for r in _matches(claim, frame) if _value(r, "test_metric") is not None]
+    if not records:
+        return ClaimRow(claim, NOT_RUN, "-")
+    best = min(records, key=lambda r: r["test_metric"])
+    text = f"{best['test_metric']:.3f} BPC ({_epochs(best)})"
+    if round(best["test_metric"], 3) <= claim.paper:
+        return ClaimRow(claim, REPRODUCED, text, best)
+    return ClaimRow(claim, NOT_REPRODUCED if any(map(_finished, records)) else NOT_RUN, text, best)
+
+
+# ---- runtime -------------------------------------------------------------------------------
+_MACHINE = ("device_name", "channels", "budget", "seq_len", "dtype")
+
+
+def _gpu_times(frame: pd.DataFrame) -> dict:
+    """{(machine, size, T, dtype): {config: {implementation: {depth: record}}}} of the GPU runtime
+    records of the seven presets (the fastest record of each cell)."""
+    rows = frame[(frame["kind"] == "runtime") & (frame["device"] == "cuda") & frame["config"].isin(CONFIG_NAMES)]
+    groups: dict = {}
+    for record in rows.to_dict("records"):
+        if _value(record, "ms_per_step") is None:
+            continue
+        key = tuple(str(record.get(k)) for k in _MACHINE)
+        cell = groups.setdefault(key, {}).setdefault(record["config"], {}).setdefault(record["implementation"], {})
+        depth = int(record["depth"])
+        if depth not in cell or record["ms_per_step"] < cell[depth]["ms_per_step"]:
+            cell[depth] = record
+    return groups
+
+
+def _flat_ratio(by_impl: dict) -> tuple[float, dict] | None:
+    """The lowest (time at the deepest depth >= 5) / (time at L = 1) over implementations."""
+    best = None
+    for depths in by_impl.values():
+        deep = [d for d in depths if d >= PAPER_MIN_DEPTH]
+        if 1 in depths and deep:
+            ratio = depths[max(deep)]["ms_per_step"] / depths[1]["ms_per_step"]
+            if best is None or ratio < best[0]:
+                best = (ratio, depths[max(deep)])
+    return best
+
+
+def _runtime_flat(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
+    outcomes = []  # per group: {config: (ratio, record)} of the tLSTMs measured there
+    for configs in _gpu_times(frame).values():
+        ratios = {c: r for c in TLSTMS if c in configs and (r := _flat_ratio(configs[c])) is not None}
+        if ratios:
+            outcomes.append(ratios)
+    if not outcomes:
+        return ClaimRow(claim, NOT_RUN, "no GPU records")
+    best = min(outcomes, key=lambda o: (-len(o), max(r for r, _ in o.values())))
+    worst = max(best, key=lambda c: best[c][0])
+    ratio, record = best[worst]
+    text = f"{worst} x{ratio:.2f} at L={int(record['depth'])}"
+    if len(best) < len(TLSTMS):
+        return ClaimRow(claim, NOT_RUN, f"{len(best)} of {len(TLSTMS)} measured; {text}", record)
+    return ClaimRow(claim, REPRODUCED if ratio <= WITHIN else NOT_REPRODUCED, text, record)
+
+
+def _fastest(by_impl: dict, depth: int) -> dict | None:
+    times = [depths[depth] for depths in by_impl.values() if depth in depths]
+    return min(times, key=lambda r: r["ms_per_step"], default=None)
+
+
+def _runtime_vs_slstm(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
+    candidates = []  # (slowest tLSTM / sLSTM, depth, the slowest tLSTM's record)
+    for configs in _gpu_times(frame).values():
+        if "slstm" not in configs or not all(c in configs for c in TLSTMS):
+            continue
+        for depth in sorted({d for by in configs["slstm"].values() for d in by if d >= PAPER_MIN_DEPTH}):
+            fastest = {c: _fastest(configs[c], depth) for c in ("slstm", *TLSTMS)}
+            if all(fastest.values()):
+                slowest = max(TLSTMS, key=lambda c: fastest[c]["ms_per_step"])
+                ratio = fastest[slowest]["ms_per_step"] / fastest["slstm"]["ms_per_step"]
+                candidates.append((ratio, depth, fastest[slowest]))
+    if not candidates:
+        return ClaimRow(claim, NOT_RUN, "no GPU records")
+    ratio, depth, record = min(candidates, key=lambda c: c[0])
+    text = f"slowest {record['config']} x{ratio:.2f} sLSTM, L={depth}"
+    return ClaimRow(claim, REPRODUCED if ratio < 1 else NOT_REPRODUCED, text, record)
+
+
+# ---- text -----------------------------------------------------------------------------
+def _k(samples) -> str:
+    return f"{samples / 1000:,.1f}K".replace(".0K", "K")
+
+
+def _percent(value) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f}%"
+
+
+def _epochs(record: dict) -> str:
+    done = _value(record, "epochs_done")
+    return f"{done:.0f} epochs" if done is not None else f"{_k(_value(record, 'samples_seen') or 0)} samples"
+
+
+def record_label(record: dict) -> str:
+    """Where a row's record comes from, short: the device and the commit (or the code version)."""
+    device = str(record.get("device_name") or record.get("device") or "?")
+    gpu = next((w for w in device.split() if any(ch.isdigit() for ch in w)), None)
+    where = gpu if record.get("device") == "cuda" and gpu else str(record.get("device") or "?")
+    commit = record.get("git_commit")
+    version = str(record.get("code_version") or "").rpartition(".")[2]
+    return f"{where} {commit[:7] if isinstance(commit, str) and commit else version[:7] or '?'}"
