@@ -243,7 +243,9 @@ def cudnn_buffer_on_the_cpu(monkeypatch):
         monkeypatch.setattr(cudnn_weights, "cudnn_can_flatten", lambda tensor: True)
         monkeypatch.setattr(cudnn_weights, "_cudnn_flatten", cudnn_layout_on_the_cpu)
 
-    return enable
+    cudnn_weights.cudnn_layout.cache_clear()
+    yield enable
+    cudnn_weights.cudnn_layout.cache_clear()
 
 
 @pytest.mark.parametrize("config, implementation", [("lstm", "cudnn"), ("slstm", "fused"), ("slstm", "cudnn")])
@@ -251,7 +253,8 @@ def cudnn_buffer_on_the_cpu(monkeypatch):
 def test_weights_in_one_cudnn_buffer_equal_the_oracle(cudnn_buffer_on_the_cpu, config, implementation, depth,
                                                        seq_len):
     """With the parameters as strided views into one buffer (cuDNN's layout) and the second bias a
-    zero in it, outputs and every gradient still equal the loop oracle."""
+    zero in it (the tied sLSTM's one call: its L copies made in one cat of that layout), outputs
+    and every gradient still equal the loop oracle."""
     want = outputs_and_grads(config, depth, "loop", seq_len=seq_len, channels=4)  # parameters as built
     cudnn_buffer_on_the_cpu()
     got = outputs_and_grads(config, depth, implementation, seq_len=seq_len, channels=4)
@@ -290,9 +293,9 @@ def test_the_buffer_keeps_the_parameters_and_stays_one_buffer(cudnn_buffer_on_th
                                                            ("slstm", "cudnn", 4)])
 def test_no_compaction_warning_on_cuda(config, implementation, depth):
     """On a GPU no cuDNN call warns that the weights are compacted at every call: ``lstm`` and the
-    sLSTM's ``fused`` read them in place; the tied sLSTM's one-call ``cudnn`` copies them at L >= 2
-    (the tie: cuDNN needs L copies) and keeps torch's warning from the user. Outputs and gradients
-    equal the loop oracle there too (float64)."""
+    sLSTM's ``fused`` read them in place; the tied sLSTM's one-call ``cudnn`` makes the L copies
+    cuDNN needs itself, in cuDNN's layout, so torch finds nothing to compact. Outputs and
+    gradients equal the loop oracle there too (float64)."""
     import warnings
 
     from tlstm_bench.models.cudnn_weights import COMPACTION_WARNING

@@ -21,7 +21,6 @@ Implementations (``model.implementation``), equal up to float rounding:
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Callable, NamedTuple
 
 import torch
@@ -29,11 +28,7 @@ from torch import nn
 
 from .base import RecurrentModel
 from .config import ArchConfig
-from .cudnn_weights import COMPACTION_WARNING, flatten_lstm
-
-# The tied sLSTM's one-call ``cudnn`` path copies its L weight copies at every call (run_cudnn):
-# expected there, so torch's warning about it is kept from the user for this module only.
-warnings.filterwarnings("ignore", message=COMPACTION_WARNING, category=UserWarning, module=__name__)
+from .cudnn_weights import flatten_lstm, tied_weights
 
 
 class SLSTMState(NamedTuple):
@@ -55,14 +50,13 @@ class LayerStack(RecurrentModel):
         """How many layers of weights the parameters hold (cuDNN's buffer has that many)."""
         return self.depth
 
-    def flatten_parameters(self, flatten=None) -> None:
+    def flatten_parameters(self) -> None:
         """Put ``w_ih, w_hh, b`` into one cuDNN weight buffer, as ``nn.LSTM`` does (on CUDA; a
         no-op elsewhere): :func:`~tlstm_bench.models.cudnn_weights.flatten_lstm`. Runs after every
         move (``.to``, ``.cuda``, ``.double``), so a cuDNN call copies no weights."""
         if "w_ih" not in self._parameters:  # a move before the subclass made its weights
             return
-        self._second_bias = flatten_lstm((self.w_ih, self.w_hh, self.b), self.flat_layers(), self.channels,
-                                         flatten=flatten)
+        self._second_bias = flatten_lstm((self.w_ih, self.w_hh, self.b), self.flat_layers(), self.channels)
 
     def second_bias(self) -> torch.Tensor:
         """The zero b_hh of the cuDNN calls: the view in the weight buffer, else a fresh zero tensor
@@ -152,13 +146,16 @@ def run_cudnn(model: SLSTM, z: torch.Tensor, state: SLSTMState):
     itself (and runs its persistent kernel for small hidden sizes): the strongest honest
     sLSTM baseline there is. autograd sums each layer's gradient into the one shared parameter.
 
-    The tie costs a copy per call at L >= 2: cuDNN reads each layer's weights from its own place
-    in one buffer, and torch accepts only a buffer whose layers are distinct, so the one set of
-    weights is copied L times into a fresh buffer at every call (a few hundred KB at M = 100).
-    Keeping L copies between calls would move the copy to every weight update instead, which in
-    training is every step. torch's warning about the copy is filtered for this module (above);
-    docs/runtime.md says what it costs."""
-    weights = [model.w_ih, model.w_hh, model.b, model.second_bias()] * model.depth
+    The tie costs a copy per call: cuDNN reads each layer's weights from its own place in one
+    buffer, so the one set of weights is copied L times into a fresh buffer at every call (a few
+    hundred KB at M = 100), here in one ``torch.cat`` laid out as cuDNN wants
+    (:func:`~tlstm_bench.models.cudnn_weights.tied_weights`; torch would otherwise copy them
+    tensor by tensor and warn at every call). Keeping L copies between calls would move the copy
+    to every weight update instead, which in training is every step. docs/runtime.md says what it
+    costs."""
+    weights = tied_weights(model.w_ih, model.w_hh, model.b, model.depth)
+    if weights is None:  # not cuDNN (the CPU): the tensors as they are
+        weights = [model.w_ih, model.w_hh, model.b, model.second_bias()] * model.depth
     hx = (state.h.contiguous(), state.c.contiguous())
     out, h_n, c_n = torch._VF.lstm(z, hx, weights, True, model.depth, 0.0, model.training, False, True)
     return out, SLSTMState(h_n, c_n)
