@@ -102,18 +102,25 @@ def figure_name(sweep: str, task: str) -> str:
 
 
 def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
-              expected: "dict[str, tuple[list[str], list[int]]] | None" = None) -> TaskFigure:
+              expected: "dict[str, tuple[list[str], list[int]]] | None" = None, *, fastest: bool = False) -> TaskFigure:
     """Draw one figure (PNG and PDF) for the records of one sweep and task.
 
     ``expected``: {kind: (configs, depths)} of the sweep's spec, when known (missing cells).
+    ``fastest``: the runtime of each configuration's fastest implementation only
+    (:func:`fastest_rows`), named in the legend, into ``<sweep>-<task>-fastest``: the paper's
+    runtime figure from a sweep that timed several implementations.
     """
-    result = TaskFigure(sweep, task)
+    result = TaskFigure(sweep, f"{task} (fastest implementation)" if fastest else task)
     train = rows[rows["kind"] == "train"]
     runtime = rows[rows["kind"] == "runtime"]
+    if fastest:
+        train, runtime = train.iloc[0:0], fastest_rows(runtime)
     panels = _panels(train, runtime)
     if not panels:  # records of an unknown kind: nothing to draw
         return result
     statuses = _cell_statuses(result, train, runtime, expected or {})
+    if fastest:  # the figure of every implementation lists what is missing or failed
+        result.missing, result.failed = [], []
     lines = _Lines(causal_cells(rows[rows["status"] == "ok"]))
     _list_causality(result, train, runtime)
     result.within_spread = runtime_overlaps(runtime)
@@ -125,16 +132,17 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
     grid = fig.add_gridspec(2 if note else 1, len(panels),
                             height_ratios=[4.3, 0.2 * note_lines] if note else [1])
     for i, (panel, part) in enumerate(panels):
-        _draw_panel(fig.add_subplot(grid[0, i]), panel, part, lines, statuses, result)
+        _draw_panel(fig.add_subplot(grid[0, i]), panel, part, lines, statuses, result, name_all=fastest)
     _legend(fig, lines, result)
-    fig.suptitle(f"{TASK_TITLES.get(task, task)}: {_panel_names(panels, train)} vs depth (sweep '{sweep}')\n"
+    what = _panel_names(panels, train) + (" of each configuration's fastest implementation" if fastest else "")
+    fig.suptitle(f"{TASK_TITLES.get(task, task)}: {what} vs depth (sweep '{sweep}')\n"
                  f"{_devices(train, runtime)}", fontsize="medium")
     if note:
         note_ax = fig.add_subplot(grid[1, :])
         note_ax.axis("off")
         note_ax.text(0, 1, note, va="top", ha="left", color="firebrick", fontsize="small",
                      transform=note_ax.transAxes)
-    result.paths = _save(fig, out, figure_name(sweep, task))
+    result.paths = _save(fig, out, figure_name(sweep, task) + ("-fastest" if fastest else ""))
     return result
 
 
@@ -145,9 +153,50 @@ def _panels(train: pd.DataFrame, runtime: pd.DataFrame) -> list[tuple[str, pd.Da
         panels.append(("metric", train))
         if _is_accuracy(train):
             panels.append(("samples", train))
-    if len(runtime):
-        panels.append(("runtime", runtime))
+    for _, part in runtime_sizes(runtime):  # one panel per model size (M = 100, 10M, ...)
+        panels.append(("runtime", part))
     return panels
+
+
+def size_label(budget, channels) -> str:
+    """A runtime record's model size: its budget (``10M``: M varies with the depth), else ``M=100``."""
+    if isinstance(budget, str) and budget:
+        return f"{budget} parameters"
+    return f"M={int(channels)}" if pd.notna(channels) else "size unknown"
+
+
+def runtime_sizes(runtime: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The runtime records split by model size: fixed widths (``M=100``) first, then budgets."""
+    if not len(runtime):
+        return []
+    labels = pd.Series([size_label(b, c) for b, c in zip(runtime["budget"], runtime["channels"])],
+                       index=runtime.index)
+    if labels.str.startswith("M=").all():  # fixed widths only: one panel, as before sizes were split
+        return [("", runtime)]
+    order = sorted(set(labels), key=lambda label: (not label.startswith("M="), len(label), label))
+    return [(label, runtime[labels == label]) for label in order]
+
+
+def several_implementations(rows: pd.DataFrame) -> bool:
+    """Whether some configuration's runtime was measured with more than one implementation."""
+    ok = rows[(rows["kind"] == "runtime") & (rows["status"] == "ok")]
+    return bool(len(ok)) and bool((ok.groupby("config")["implementation"].nunique() > 1).any())
+
+
+def fastest_rows(runtime: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration and model size, the records of its fastest implementation: the lowest
+    sum of median ms per step over the depths every implementation of it has (all of its own
+    depths where they share none)."""
+    ok = runtime[(runtime["status"] == "ok") & runtime["ms_per_step"].notna()]
+    keep = []
+    for _, part in runtime_sizes(ok):
+        for _, rows in part.groupby("config", sort=False):
+            impl = rows["implementation"].fillna("").astype(str)
+            medians = rows.groupby([impl, rows["depth"]])["ms_per_step"].median().unstack()
+            common = medians.dropna(axis=1)
+            totals = (common if common.shape[1] else medians).sum(axis=1)
+            keep.append(rows[impl == totals.idxmin()])
+    return pd.concat(keep) if keep else ok
 
 
 def _cell_statuses(result: TaskFigure, train: pd.DataFrame, runtime: pd.DataFrame, expected: dict) -> dict:
@@ -162,9 +211,10 @@ def _cell_statuses(result: TaskFigure, train: pd.DataFrame, runtime: pd.DataFram
     return statuses
 
 
-def _draw_panel(ax, panel: str, part: pd.DataFrame, lines: "_Lines", statuses: dict, result: TaskFigure) -> None:
+def _draw_panel(ax, panel: str, part: pd.DataFrame, lines: "_Lines", statuses: dict, result: TaskFigure, *,
+                name_all: bool = False) -> None:
     if panel == "runtime":
-        _runtime_panel(ax, part, lines)
+        _runtime_panel(ax, part, lines, name_all=name_all)
     elif panel == "samples":
         _samples_panel(ax, part, lines, result.unsolved)
     else:
@@ -284,12 +334,14 @@ def runtime_overlaps(rows: pd.DataFrame) -> list[str]:
     return close
 
 
-def _runtime_panel(ax, rows: pd.DataFrame, lines: _Lines) -> None:
+def _runtime_panel(ax, rows: pd.DataFrame, lines: _Lines, *, name_all: bool = False) -> None:
+    """One line per configuration and implementation (named where a configuration has several, or
+    every one with ``name_all``), median and IQR of the samples."""
     ok = rows[(rows["status"] == "ok") & rows["ms_per_step"].notna()]
     spread = False
     for config, part in _by_config(ok):
         implementations = part["implementation"].fillna("").astype(str)
-        several = implementations.nunique() > 1
+        several = name_all or implementations.nunique() > 1
         for k, (impl, series) in enumerate(part.groupby(implementations, sort=True)):
             depths, mid, low, high = [], [], [], []
             for depth, cell in series.groupby("depth"):
@@ -303,7 +355,11 @@ def _runtime_panel(ax, rows: pd.DataFrame, lines: _Lines) -> None:
     seq = sorted({int(v) for v in ok["seq_len"].dropna()}) if "seq_len" in ok else []
     detail = f"batch 1, T={seq[0]}" if len(seq) == 1 else "batch 1"
     sizes = sorted({int(v) for v in ok["channels"].dropna()})
-    detail += f", M={sizes[0]}" if len(sizes) == 1 else ""
+    budgets = sorted({str(v) for v in ok["budget"].dropna()})
+    if budgets:
+        detail += f", {budgets[0]} parameters" if len(budgets) == 1 else ""
+    else:
+        detail += f", M={sizes[0]}" if len(sizes) == 1 else ""
     ax.set_title(f"runtime, {detail}" + (", median and IQR" if spread else ""), fontsize="small")
     ax.set_ylim(bottom=0)
     _empty_note(ax, ok, "ms_per_step")

@@ -135,11 +135,34 @@ def machine(device: str = "cpu") -> dict:
     return {"gpu": gpu, "cpu_model": cpu_model(), "cpus": cpu_count()}
 
 
+@functools.lru_cache(maxsize=1)
+def driver_version() -> str | None:
+    """The NVIDIA driver's version (``nvidia-smi``), or None where there is none."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = out.stdout.strip().splitlines()
+    return lines[0].strip() if out.returncode == 0 and lines else None
+
+
+def triton_version() -> str | None:
+    """The installed Triton's version (read from its metadata: Triton is not imported), or None."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def provenance(device: "str | torch.device" = "cpu") -> dict:
     """A dict to merge into every record."""
     import torch
 
     device = torch.device(device)
+    cuda = device.type == "cuda"
     return {
         "code_version": code_version(),
         **git_info(),
@@ -148,7 +171,10 @@ def provenance(device: "str | torch.device" = "cpu") -> dict:
         "python_version": platform.python_version(),
         "device": device.type,
         "device_name": device_name(device),
-        "cuda_version": torch.version.cuda if device.type == "cuda" else None,
+        "cuda_version": torch.version.cuda if cuda else None,
+        "driver_version": driver_version() if cuda else None,
+        "cudnn_version": torch.backends.cudnn.version() if cuda else None,
+        "triton_version": triton_version(),
         "cpu_model": cpu_model(),
         "threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),

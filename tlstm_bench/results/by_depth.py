@@ -1,0 +1,128 @@
+"""Runtime records as one row per line of the runtime figure: ``results --by-depth``.
+
+A row is one configuration, implementation (and variant, for records converted from a tool that
+timed several of one implementation), model size and batch, in one collection; a column per
+depth holds the median per timestep with its interquartile range, and the last column the
+deepest over the shallowest. It is the table beside the runtime figure (``plot``), and what the
+README's GPU table is generated from (``tlstm-bench results runtime --by-depth --format markdown``).
+The unit is microseconds when every median is below 10 ms (a GPU), else milliseconds.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..errors import UserError
+from .frame import config_order
+from .view import NOT_CAUSAL, NOT_CAUSAL_NOTE, Column, TableView, config_mark, device_name_text
+
+
+def _size(row) -> str:
+    budget, channels = row.get("budget"), row.get("channels")
+    if isinstance(budget, str) and budget:
+        return budget
+    return f"M={int(channels)}" if pd.notna(channels) else "-"
+
+
+def _line(row) -> str:
+    """The implementation, with its variant (``triton single/persistent``) when the record has one."""
+    implementation = row.get("implementation")
+    text = str(implementation) if isinstance(implementation, str) else "-"
+    variant = row.get("variant")
+    return f"{text} {variant}" if isinstance(variant, str) and variant else text
+
+
+def _batch(row) -> str:
+    batch = row.get("batch")
+    return str(int(batch)) if pd.notna(batch) else "1"
+
+
+def _cell(values: pd.DataFrame, scale: float) -> str:
+    median = values["ms_per_step"].median() * scale
+    iqr = values["ms_iqr"].dropna()
+    spread = f"\n({iqr.iloc[-1] * scale:.{_digits(median)}f})" if len(iqr) else ""  # markdown: on one line
+    return f"{median:.{_digits(median)}f}{spread}"
+
+
+def _digits(value: float) -> int:
+    return 0 if value >= 100 else 1 if value >= 10 else 2 if value >= 1 else 3
+
+
+def provenance_line(rows: pd.DataFrame) -> str:
+    """Device, driver, libraries, precision and code of the rows, each named once (several: all)."""
+    def values(column: str) -> list[str]:
+        if column not in rows:
+            return []
+        return sorted({str(v) for v in rows[column].dropna() if str(v)})
+
+    parts = [", ".join(device_name_text(v) for v in values("device_name")) or "unknown device"]
+    for column, label in (("driver_version", "driver"), ("torch_version", "torch"), ("cuda_version", "CUDA"),
+                          ("triton_version", "triton"), ("dtype", "")):
+        found = values(column)
+        if found:
+            parts.append(f"{label} {' / '.join(found)}".strip())
+    tf32 = values("tf32")
+    if tf32:
+        parts.append("TF32 " + " / ".join("on" if v == "True" else "off" for v in tf32))
+    commits = [c[:10] for c in values("git_commit")]
+    if commits:
+        parts.append(f"commit {', '.join(commits)}")
+    return ", ".join(parts)
+
+
+def by_depth(frame: pd.DataFrame) -> tuple[list[TableView], list[str]]:
+    """(tables, notes): one table per collection of the successful runtime records of ``frame``."""
+    ok = frame[(frame["kind"] == "runtime") & (frame["status"] == "ok") & frame["ms_per_step"].notna()]
+    if ok.empty:
+        raise UserError("no successful runtime records to show by depth; `tlstm-bench results` lists what there is")
+    tables, marks = [], set()
+    for collection, rows in ok.groupby("collection", sort=False):
+        table = _table(str(collection), rows)
+        marks.update(NOT_CAUSAL for row in table.rows if NOT_CAUSAL in row[0])
+        tables.append(table)
+    return tables, ([NOT_CAUSAL_NOTE] if marks else [])
+
+
+def _table(collection: str, rows: pd.DataFrame) -> TableView:
+    rows = rows.assign(_line=[_line(r) for _, r in rows.iterrows()], _size=[_size(r) for _, r in rows.iterrows()],
+                       _batch=[_batch(r) for _, r in rows.iterrows()])
+    depths = sorted({int(d) for d in rows["depth"].dropna()})
+    micro = float(rows["ms_per_step"].max()) < 10.0  # at most 4 digits in microseconds
+    scale, unit = (1000.0, "us") if micro else (1.0, "ms")
+    sizes, batches = sorted(set(rows["_size"])), sorted(set(rows["_batch"]))
+    shown = [("size", len(sizes) > 1), ("batch", batches != ["1"])]  # a column only where rows differ
+    groups = []
+    for (config, line, size, batch), part in rows.groupby(["config", "_line", "_size", "_batch"], sort=False):
+        by = {int(d): g for d, g in part.groupby("depth")}
+        first, last = min(by), max(by)
+        ratio = by[last]["ms_per_step"].median() / by[first]["ms_per_step"].median() if last != first else None
+        mark = config_mark(False) if (part["causal"] == False).any() else ""  # noqa: E712 - pandas
+        label = [f"{config}{mark}", line] + [v for v, (_, on) in zip((size, batch), shown) if on]
+        cells = [_cell(by[d], scale) if d in by else "-" for d in depths]
+        order = (config_order(config), not size.startswith("M="), size, batch, by[last]["ms_per_step"].median())
+        groups.append((order, label + cells + [f"{ratio:.2f}" if ratio is not None else "-"]))
+    common = [f"{name} {values[0]}" for (name, on), values in zip(shown, (sizes, batches)) if not on]
+    common = [c.replace("size ", "") for c in common if c != "batch 1"]
+    title = f"{collection}: {unit} per timestep (forward + loss + backward), median (IQR)"
+    table = TableView(title=title + (f", {', '.join(common)}" if common else ""), caption=provenance_line(rows))
+    headers = ["config", "impl"] + [name for name, on in shown if on] + [f"L={d}" for d in depths]
+    headers.append(f"L{depths[-1]}/L{depths[0]}" if len(depths) > 1 else "ratio")
+    labels = len(headers) - len(depths) - 1
+    table.columns = [Column(h, justify="left" if i < labels else "right", overflow="fold")
+                     for i, h in enumerate(headers)]
+    table.rows = [row for _, row in sorted(groups, key=lambda g: g[0])]
+    return table
+
+
+def markdown(tables: list[TableView], notes: list[str]) -> str:
+    """The tables as Markdown: each its title in bold, the table, its provenance under it."""
+    out = []
+    for table in tables:
+        out.append(f"**{table.title}**\n")
+        out.append("| " + " | ".join(c.header for c in table.columns) + " |")
+        out.append("|" + "|".join("---:" if c.justify == "right" else "---" for c in table.columns) + "|")
+        out += ["| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in row) + " |"
+                for row in table.rows]
+        out.append(f"\n{table.caption}\n")
+    out += [f"{note}\n" for note in notes]
+    return "\n".join(out)
