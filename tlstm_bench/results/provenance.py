@@ -28,6 +28,9 @@ from pathlib import Path
 from .. import __version__
 
 ENV_CODE_VERSION = "TLSTM_BENCH_CODE_VERSION"
+# The commit a copy without its git history runs (a device machine gets the working tree, and once a
+# stale .git with it): it wins over git, and the dirty flag is then unknown (None).
+ENV_GIT_COMMIT = "TLSTM_BENCH_GIT_COMMIT"
 
 
 def package_dir() -> Path:
@@ -82,7 +85,12 @@ def git_info() -> dict:
 
     The package counts as part of a checkout only when its own ``__init__.py`` is tracked
     there; dirty means uncommitted changes (or untracked files) in the package folder.
+    ``$TLSTM_BENCH_GIT_COMMIT`` names the commit instead (a copy of a checkout without, or with a
+    stale, ``.git``: the GPU device scripts set it); the dirty flag is then None.
     """
+    given = os.environ.get(ENV_GIT_COMMIT)
+    if given:
+        return {"git_commit": given, "git_dirty": None}
     folder = package_dir()
     if _git(folder, "ls-files", "--error-unmatch", "--", "__init__.py") is None:
         return {"git_commit": None, "git_dirty": None}
