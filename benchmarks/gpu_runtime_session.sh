@@ -9,7 +9,7 @@
 #   4. the rest of the sweep (fast, the sLSTM's fused, the other tLSTMs at 10M) with what is left.
 # Each stage runs under its own limit, cut by the time left (a cut sweep keeps every finished
 # cell: it is resumable), and the store is packed after each stage into ONE archive,
-# $OUT/gpu-runtime.tgz (store/, session.log, nvidia-smi.txt, commit.txt): the device returns
+# $OUT/gpu-runtime.tgz (store/, session.log, plan.txt, nvidia-smi.txt, commit.txt): the device returns
 # only a few files, and a sweep writes one per cell.
 #
 #   bash benchmarks/gpu_runtime_session.sh SHA [SECONDS]   # SECONDS: the whole call (default 570)
@@ -40,7 +40,7 @@ say() { echo "[$(printf '%4d' "$SECONDS") s] $*" | tee -a "$log"; }
 
 pack() {  # the store and the logs, into one archive, replaced whole
     tar czf "$out/.gpu-runtime.tgz.tmp" -C "$results" --exclude=.locks --exclude=.checkpoints --exclude=.timed \
-        store session.log nvidia-smi.txt commit.txt 2>/dev/null
+        store session.log nvidia-smi.txt commit.txt plan.txt 2>/dev/null
     mv -f "$out/.gpu-runtime.tgz.tmp" "$out/gpu-runtime.tgz"
 }
 

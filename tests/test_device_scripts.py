@@ -93,7 +93,7 @@ def test_the_gpu_runtime_session_runs_end_to_end_on_the_cpu_into_one_archive(tmp
         names = archive.getnames()
         log = archive.extractfile("session.log").read().decode()
         records = [json.load(archive.extractfile(n)) for n in names if n.endswith(".json")]
-    assert {"session.log", "nvidia-smi.txt", "commit.txt"} <= set(names)
+    assert {"session.log", "nvidia-smi.txt", "commit.txt", "plan.txt"} <= set(names)
     for stage in ("headline M=100", "anchors", "headline 10M", "the rest"):
         assert f"{stage}: exit 0" in log, log
     assert "cells of triton, cuda-graph left out: they need a CUDA GPU" in log
