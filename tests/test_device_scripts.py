@@ -104,6 +104,24 @@ def test_the_gpu_runtime_session_runs_end_to_end_on_the_cpu_into_one_archive(tmp
     assert {(r["config"], r["implementation"]) for r in sweep} == {("slstm", "cudnn"), ("slstm", "fused"),
                                                                    ("2d", "fast"), ("lstm", "cudnn")}
     assert all(r["status"] == "ok" for r in sweep + anchors)
+    _unpacked_the_way_the_docs_say(out / "gpu-runtime.tgz", tmp_path / "run")
+
+
+def _unpacked_the_way_the_docs_say(archive: Path, run: Path) -> None:
+    """tar xzf into a run folder, then `results --by-depth` and `plot` read it (docs/gpu-evidence.md)."""
+    from typer.testing import CliRunner
+
+    from tlstm_bench.cli import app
+
+    run.mkdir()
+    subprocess.run(["tar", "xzf", str(archive), "-C", str(run)], check=True)
+    table = CliRunner().invoke(app, ["results", "gpu-tiny", "--results-dir", str(run), "--by-depth"],
+                               env={"COLUMNS": "80"})
+    assert table.exit_code == 0, table.output
+    assert "M=100" in table.output and "10M" in table.output and "cudnn" in table.output
+    plot = CliRunner().invoke(app, ["plot", "gpu-tiny", "anchors", "--results-dir", str(run), "--out", str(run / "f")])
+    assert plot.exit_code == 0, plot.output
+    assert {"gpu-tiny-runtime.png", "gpu-tiny-runtime-fastest.png", "anchors-runtime.png"} <= {p.name for p in (run / "f").iterdir()}
 
 
 def test_the_anchor_check_without_a_gpu_is_one_line():

@@ -41,6 +41,9 @@ CONFIG_STYLES = {
 }
 OTHER_COLOURS = ("tab:brown", "tab:pink", "tab:olive", "tab:gray", "darkblue", "darkgreen")
 IMPLEMENTATION_STYLES = ("-", "--", ":", "-.")
+# Where each line names its implementation (the fastest-implementation figure), its style follows the
+# name, so one configuration's implementations differ in every panel.
+IMPLEMENTATION_ORDER = ("triton", "cuda-graph", "fast", "cudnn", "fused", "wavefront", "eager", "loop")
 
 TASK_TITLES = {
     "runtime": "Runtime",
@@ -134,7 +137,7 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
     for i, (panel, part) in enumerate(panels):
         _draw_panel(fig.add_subplot(grid[0, i]), panel, part, lines, statuses, result, name_all=fastest)
     _legend(fig, lines, result)
-    what = _panel_names(panels, train) + (" of each configuration's fastest implementation" if fastest else "")
+    what = "each configuration's fastest implementation" if fastest else _panel_names(panels, train)
     fig.suptitle(f"{TASK_TITLES.get(task, task)}: {what} vs depth (sweep '{sweep}')\n"
                  f"{_devices(train, runtime)}", fontsize="medium")
     if note:
@@ -240,7 +243,7 @@ def _legend(fig: Figure, lines: "_Lines", result: TaskFigure) -> None:
 
 def _panel_names(panels: list, train: pd.DataFrame) -> str:
     names = {"metric": _metric_label(train) if len(train) else "", "samples": "samples to solve", "runtime": "runtime"}
-    shown = [names[panel] for panel, _ in panels]
+    shown = list(dict.fromkeys(names[panel] for panel, _ in panels))  # a runtime panel per size: one name
     return ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
 
 
@@ -350,7 +353,7 @@ def _runtime_panel(ax, rows: pd.DataFrame, lines: _Lines, *, name_all: bool = Fa
             has_spread = any(v > 0 for v in low + high)
             spread |= has_spread
             _line(ax, lines, config, impl if several else None, np.array(depths), np.array(mid),
-                  np.array([low, high]) if has_spread else None, style=IMPLEMENTATION_STYLES[k % 4])
+                  np.array([low, high]) if has_spread else None, style=_style_of(impl, k, name_all))
     ax.set_ylabel("ms per timestep (forward + backward)")
     seq = sorted({int(v) for v in ok["seq_len"].dropna()}) if "seq_len" in ok else []
     detail = f"batch 1, T={seq[0]}" if len(seq) == 1 else "batch 1"
@@ -363,6 +366,14 @@ def _runtime_panel(ax, rows: pd.DataFrame, lines: _Lines, *, name_all: bool = Fa
     ax.set_title(f"runtime, {detail}" + (", median and IQR" if spread else ""), fontsize="small")
     ax.set_ylim(bottom=0)
     _empty_note(ax, ok, "ms_per_step")
+
+
+def _style_of(implementation: str, k: int, by_name: bool) -> str:
+    """The line style: the k-th implementation of a configuration's, or (``by_name``) the name's own."""
+    if by_name:
+        known = IMPLEMENTATION_ORDER.index(implementation) if implementation in IMPLEMENTATION_ORDER else None
+        k = known if known is not None else sum(map(ord, implementation))
+    return IMPLEMENTATION_STYLES[k % len(IMPLEMENTATION_STYLES)]
 
 
 def unsolved_cells(train: pd.DataFrame) -> list[str]:
