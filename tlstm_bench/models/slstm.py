@@ -153,8 +153,8 @@ def run_cudnn(model: SLSTM, z: torch.Tensor, state: SLSTMState):
     tensor by tensor and warn at every call). Keeping L copies between calls would move the copy
     to every weight update instead, which in training is every step. docs/runtime.md says what it
     costs."""
-    weights = tied_weights(model.w_ih, model.w_hh, model.b, model.depth)
-    if weights is None:  # not cuDNN (the CPU): the tensors as they are
+    weights = tied_weights(model.w_ih, model.w_hh, model.b, model.depth) if model.depth > 1 else None
+    if weights is None:  # one layer (its buffer as it is), or not cuDNN (the CPU): the tensors as they are
         weights = [model.w_ih, model.w_hh, model.b, model.second_bias()] * model.depth
     hx = (state.h.contiguous(), state.c.contiguous())
     out, h_n, c_n = torch._VF.lstm(z, hx, weights, True, model.depth, 0.0, model.training, False, True)
