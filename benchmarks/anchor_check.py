@@ -19,7 +19,10 @@ and L = 1, 4, 10, the same embedding and readout around:
 
 After its rounds each case runs once more under ``warnings.catch_warnings``; its record says
 whether torch warned that the weights are compacted at every call (``compaction_warning``:
-false for the tool's paths, true for ``cudnn-copy``, which shows the check can see it).
+false for the tool's paths, true for ``cudnn-copy``, which shows the check can see it). First,
+the tool's three cuDNN paths are checked on the device against the loop oracle in float64
+(outputs, final state and every gradient, L = 3, M = 8: what tests/test_equivalence.py checks
+on the CPU), and the worst relative error is printed.
 Records go to ``<results folder>/store/anchors/`` (tool records: ``results anchors --by-depth``),
 and a table of the ratios is printed.
 
@@ -101,6 +104,26 @@ def warns(run, record: dict) -> dict:
     return {"compaction_warning": any(COMPACTION_WARNING in str(w.message) for w in caught)}
 
 
+def check_against_loop(device: str) -> list[str]:
+    """The tool's cuDNN paths against the loop oracle in float64 on ``device``: one line each."""
+    from tlstm_bench.models import build_model
+
+    lines = []
+    for config, impl in (("lstm", "cudnn"), ("slstm", "cudnn"), ("slstm", "fused")):
+        got = {}
+        for which in (impl, "loop"):
+            torch.manual_seed(0)
+            model = build_model(config, 3, vocab=11, channels=8, implementation=which).double().to(device)
+            x = torch.randint(0, 11, (2, 6), generator=torch.Generator().manual_seed(1)).to(device)
+            y, state = model(x)
+            (y.sin().sum() + state.h.sum() + state.c.square().sum()).backward()
+            got[which] = [y, state.h, state.c] + [p.grad for p in model.parameters()]
+        worst = max(float((a - b).abs().max() / b.abs().max().clamp_min(1e-12)) for a, b in zip(got[impl], got["loop"]))
+        lines.append(f"{config} {impl} against the loop oracle, float64 on {device}: worst relative error "
+                     f"{worst:.1e} ({'ok' if worst < 1e-9 else 'WRONG'})")
+    return lines
+
+
 def measure(args) -> list[dict]:
     register()
     deadline = time.monotonic() + args.budget_s
@@ -159,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: benchmarks/anchor_check.py times cuDNN on a CUDA GPU; none is available "
               "(--device cpu --tiny is the dry run)", file=sys.stderr)
         return 2
+    print("\n".join(check_against_loop(args.device)), flush=True)
     records = measure(args)
     store(records, workspace(args.results_dir).store)
     print("\n".join(report(records)), flush=True)

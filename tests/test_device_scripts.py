@@ -97,6 +97,7 @@ def test_the_gpu_runtime_session_runs_end_to_end_on_the_cpu_into_one_archive(tmp
     for stage in ("headline M=100", "anchors", "headline 10M", "the rest"):
         assert f"{stage}: exit 0" in log, log
     assert "cells of triton, cuda-graph left out: they need a CUDA GPU" in log
+    assert log.count("against the loop oracle, float64 on cpu") == 3 and "WRONG" not in log
     sweep = [r for n, r in zip([n for n in names if n.endswith(".json")], records) if n.startswith("store/gpu-tiny/")]
     anchors = [r for n, r in zip([n for n in names if n.endswith(".json")], records) if n.startswith("store/anchors/")]
     assert len(sweep) == 2 * (2 + 1 + 1) + 2 * 2 and len(anchors) == 18  # M=100: slstm x2, 2d, lstm; 10M: 2
