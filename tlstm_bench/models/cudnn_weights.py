@@ -25,6 +25,7 @@ per shape, never assumed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Sequence
 
@@ -37,7 +38,8 @@ COMPACTION_WARNING = "RNN module weights are not part of single contiguous chunk
 def cudnn_can_flatten(tensor: torch.Tensor) -> bool:
     """Whether cuDNN runs an LSTM on ``tensor``'s device and dtype (the buffer is worth making)."""
     return (tensor.is_cuda and torch.backends.cudnn.enabled and torch.backends.cudnn.is_available()
-            and torch.backends.cudnn.is_acceptable(tensor) and hasattr(torch, "_cudnn_rnn_flatten_weight"))
+            and torch.backends.cudnn.is_acceptable(tensor) and hasattr(torch, "_cudnn_rnn_flatten_weight")
+            and getattr(torch, "_use_cudnn_rnn_flatten_weight", lambda: True)())
 
 
 def _cudnn_flatten(weights: list[torch.Tensor], layers: int, hidden: int) -> torch.Tensor:
@@ -59,7 +61,7 @@ def cudnn_layout(layers: int, hidden: int, device: str, dtype: torch.dtype) -> t
         weights += [torch.zeros(4 * hidden, hidden, device=device, dtype=dtype),
                     torch.zeros(4 * hidden, hidden, device=device, dtype=dtype),
                     torch.zeros(4 * hidden, device=device, dtype=dtype), torch.zeros(4 * hidden, device=device, dtype=dtype)]
-    with torch.no_grad():
+    with torch.no_grad(), torch.cuda.device_of(weights[0]) if weights[0].is_cuda else contextlib.nullcontext():
         buffer = _cudnn_flatten(weights, layers, hidden)
     storage = buffer.untyped_storage().data_ptr()
     if any(w.untyped_storage().data_ptr() != storage or not w.is_contiguous() for w in weights):
