@@ -152,6 +152,9 @@ def test_by_depth_with_two_sizes_and_no_runtime_records(two_sizes, tmp_path):
     assert "| 2d | triton | M=100 | 30.0 (3.0) | 120 (12) | 4.00 |" in result.output
     assert "| 2d | triton | 10M | 60.0 (6.0) | 240 (24) | 4.00 |" in result.output
     assert result.output.index("| 2d | triton | M=100") < result.output.index("| 2d | cuda-graph | M=100")
+    fast = invoke("results", "runtime", "--results-dir", two_sizes, "--by-depth", "--fastest", "--format", "markdown")
+    assert "| 2d | triton | M=100 |" in fast.output and "cuda-graph" not in fast.output and "| lstm | cudnn |" in fast.output
+    assert invoke("results", "runtime", "--results-dir", two_sizes, "--fastest").exit_code == 2
     bad = invoke("results", "runtime", "--results-dir", two_sizes, "--by-depth", "--format", "csv")
     assert bad.exit_code == 2 and "--by-depth writes a table or markdown" in bad.output
     root = tmp_path / "train"

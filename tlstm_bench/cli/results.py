@@ -30,6 +30,8 @@ def results(
     by_depth: Annotated[bool, typer.Option("--by-depth", help="Runtime records as one row per configuration, "
                                                               "implementation and size, a column per depth "
                                                               "(table or markdown).")] = False,
+    fastest: Annotated[bool, typer.Option("--fastest", help="With --by-depth: each configuration's fastest "
+                                                            "implementation per size only (the figure's lines).")] = False,
     results_dir: ResultsDir = None,
 ) -> None:
     """Show the records: one table per collection and kind, the columns that matter for it.
@@ -49,8 +51,10 @@ def results(
         output_file(out, "--out")  # before reading: a path that cannot be written is a one-line error
     chosen = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     frame = read_frame(sweep, root=workspace(results_dir).store, all_versions=all_versions)
+    if fastest and not by_depth:
+        raise UserError("--fastest goes with --by-depth")
     if by_depth:
-        _by_depth(frame, fmt, out)
+        _by_depth(frame, fmt, out, fastest)
         return
     if fmt == "table":
         if out is not None:
@@ -72,14 +76,14 @@ def results(
         console.print(f"wrote {len(frame)} records to {out}", highlight=False)
 
 
-def _by_depth(frame, fmt: str, out: Optional[Path]) -> None:
+def _by_depth(frame, fmt: str, out: Optional[Path], fastest: bool) -> None:
     """``--by-depth``: the runtime records a row per line of the runtime figure (results/by_depth.py)."""
     from ..atomic import atomic_write
     from ..results.by_depth import by_depth, markdown
 
     if fmt not in ("table", "markdown"):
         raise UserError(f"--by-depth writes a table or markdown, not {fmt}")
-    tables, notes = by_depth(frame)
+    tables, notes = by_depth(frame, only_fastest=fastest)
     if fmt == "markdown":
         text = markdown(tables, notes)
         if out is None:

@@ -24,6 +24,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator
 
 from ..atomic import save_figure
+from ..results.by_depth import fastest, line_names
 from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL, UNKNOWN_CAUSAL, WITHIN_SPREAD, spread_overlaps
 from ..vocab import ANCHOR_NAMES
@@ -183,23 +184,14 @@ def runtime_sizes(runtime: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def several_implementations(rows: pd.DataFrame) -> bool:
     """Whether some configuration's runtime was measured with more than one implementation."""
     ok = rows[(rows["kind"] == "runtime") & (rows["status"] == "ok")]
-    return bool(len(ok)) and bool((ok.groupby("config")["implementation"].nunique() > 1).any())
+    return bool(len(ok)) and bool((line_names(ok).groupby(ok["config"]).nunique() > 1).any())
 
 
 def fastest_rows(runtime: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration and model size, the records of its fastest implementation: the lowest
-    sum of median ms per step over the depths every implementation of it has (all of its own
-    depths where they share none)."""
-    ok = runtime[(runtime["status"] == "ok") & runtime["ms_per_step"].notna()]
-    keep = []
-    for _, part in runtime_sizes(ok):
-        for _, rows in part.groupby("config", sort=False):
-            impl = rows["implementation"].fillna("").astype(str)
-            medians = rows.groupby([impl, rows["depth"]])["ms_per_step"].median().unstack()
-            common = medians.dropna(axis=1)
-            totals = (common if common.shape[1] else medians).sum(axis=1)
-            keep.append(rows[impl == totals.idxmin()])
-    return pd.concat(keep) if keep else ok
+    """Per configuration and model size, the records of its fastest implementation
+    (:func:`tlstm_bench.results.by_depth.fastest`: the table ``results --by-depth --fastest``
+    shows the same lines)."""
+    return fastest(runtime)
 
 
 def _cell_statuses(result: TaskFigure, train: pd.DataFrame, runtime: pd.DataFrame, expected: dict) -> dict:
@@ -326,7 +318,7 @@ def runtime_overlaps(rows: pd.DataFrame) -> list[str]:
     ok = rows[(rows["status"] == "ok") & rows["ms_per_step"].notna()]
     close = []
     for config, part in _by_config(ok):
-        implementations = part["implementation"].fillna("").astype(str)
+        implementations = line_names(part)
         several = implementations.nunique() > 1
         for impl, series in part.groupby(implementations, sort=True):
             intervals = {}
@@ -343,7 +335,7 @@ def _runtime_panel(ax, rows: pd.DataFrame, lines: _Lines, *, name_all: bool = Fa
     ok = rows[(rows["status"] == "ok") & rows["ms_per_step"].notna()]
     spread = False
     for config, part in _by_config(ok):
-        implementations = part["implementation"].fillna("").astype(str)
+        implementations = line_names(part)  # a variant (a tuner's tile set) is a line of its own
         several = name_all or implementations.nunique() > 1
         for k, (impl, series) in enumerate(part.groupby(implementations, sort=True)):
             depths, mid, low, high = [], [], [], []
@@ -371,6 +363,7 @@ def _runtime_panel(ax, rows: pd.DataFrame, lines: _Lines, *, name_all: bool = Fa
 def _style_of(implementation: str, k: int, by_name: bool) -> str:
     """The line style: the k-th implementation of a configuration's, or (``by_name``) the name's own."""
     if by_name:
+        implementation = implementation.split(" ")[0]  # a variant keeps its implementation's style
         known = IMPLEMENTATION_ORDER.index(implementation) if implementation in IMPLEMENTATION_ORDER else None
         k = known if known is not None else sum(map(ord, implementation))
     return IMPLEMENTATION_STYLES[k % len(IMPLEMENTATION_STYLES)]

@@ -10,6 +10,8 @@ The unit is microseconds when every median is below 10 ms (a GPU), else millisec
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from ..errors import UserError
@@ -32,6 +34,34 @@ def _line(row) -> str:
     return f"{text} {variant}" if isinstance(variant, str) and variant else text
 
 
+def line_names(rows: pd.DataFrame) -> pd.Series:
+    """Each runtime record's line in a figure or table: its implementation, and variant if any."""
+    return pd.Series([_line(r) for _, r in rows.iterrows()], index=rows.index, dtype=object)
+
+
+def size_names(rows: pd.DataFrame) -> pd.Series:
+    """Each runtime record's model size: its budget (``10M``), else ``M=100``."""
+    return pd.Series([_size(r) for _, r in rows.iterrows()], index=rows.index, dtype=object)
+
+
+def fastest(rows: pd.DataFrame) -> pd.DataFrame:
+    """The successful runtime records of each configuration's fastest line per model size: the
+    lowest sum of median ms per step over the depths every line of it has (all of a line's own
+    depths where they share none)."""
+    ok = rows[(rows["kind"] == "runtime") & (rows["status"] == "ok") & rows["ms_per_step"].notna()]
+    if ok.empty:
+        return ok
+    lines, sizes = line_names(ok), size_names(ok)
+    keep = []
+    for _, part in ok.groupby([ok["config"], sizes], sort=False):
+        line = lines[part.index]
+        medians = part.groupby([line, part["depth"]])["ms_per_step"].median().unstack()
+        common = medians.dropna(axis=1)
+        totals = (common if common.shape[1] else medians).sum(axis=1)
+        keep.append(part[line == totals.idxmin()])
+    return pd.concat(keep)
+
+
 def _batch(row) -> str:
     batch = row.get("batch")
     return str(int(batch)) if pd.notna(batch) else "1"
@@ -40,8 +70,14 @@ def _batch(row) -> str:
 def _cell(values: pd.DataFrame, scale: float) -> str:
     median = values["ms_per_step"].median() * scale
     iqr = values["ms_iqr"].dropna()
-    spread = f"\n({iqr.iloc[-1] * scale:.{_digits(median)}f})" if len(iqr) else ""  # markdown: on one line
+    spread = f"\n({_spread(iqr.iloc[-1] * scale, median)})" if len(iqr) else ""  # markdown: on one line
     return f"{median:.{_digits(median)}f}{spread}"
+
+
+def _spread(value: float, median: float) -> str:
+    """An IQR to the median's decimals, or as many more as its first significant digit needs."""
+    first = max(0, -math.floor(math.log10(value))) if value > 0 else 0
+    return f"{value:.{max(_digits(median), first)}f}"
 
 
 def _digits(value: float) -> int:
@@ -70,9 +106,12 @@ def provenance_line(rows: pd.DataFrame) -> str:
     return ", ".join(parts)
 
 
-def by_depth(frame: pd.DataFrame) -> tuple[list[TableView], list[str]]:
-    """(tables, notes): one table per collection of the successful runtime records of ``frame``."""
+def by_depth(frame: pd.DataFrame, *, only_fastest: bool = False) -> tuple[list[TableView], list[str]]:
+    """(tables, notes): one table per collection of the successful runtime records of ``frame``;
+    ``only_fastest``: each configuration's fastest line per size only (:func:`fastest`)."""
     ok = frame[(frame["kind"] == "runtime") & (frame["status"] == "ok") & frame["ms_per_step"].notna()]
+    if only_fastest:
+        ok = pd.concat([fastest(part) for _, part in ok.groupby("collection", sort=False)]) if len(ok) else ok
     if ok.empty:
         raise UserError("no successful runtime records to show by depth; `tlstm-bench results` lists what there is")
     tables, marks = [], set()
@@ -84,8 +123,7 @@ def by_depth(frame: pd.DataFrame) -> tuple[list[TableView], list[str]]:
 
 
 def _table(collection: str, rows: pd.DataFrame) -> TableView:
-    rows = rows.assign(_line=[_line(r) for _, r in rows.iterrows()], _size=[_size(r) for _, r in rows.iterrows()],
-                       _batch=[_batch(r) for _, r in rows.iterrows()])
+    rows = rows.assign(_line=line_names(rows), _size=size_names(rows), _batch=[_batch(r) for _, r in rows.iterrows()])
     depths = sorted({int(d) for d in rows["depth"].dropna()})
     micro = float(rows["ms_per_step"].max()) < 10.0  # at most 4 digits in microseconds
     scale, unit = (1000.0, "us") if micro else (1.0, "ms")
