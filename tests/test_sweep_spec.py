@@ -204,3 +204,23 @@ def test_the_shipped_runtime_sweep_is_the_gpu_figure_and_its_headline_part():
     big = select(cells, parse_filters(["budget=10M", "config=2d,3d-cn,slstm,lstm", *fastest]))
     assert {c.spec["config"] for c in m100} == {*CONFIG_NAMES, "lstm"} and len(m100) == 56
     assert {c.spec["config"] for c in big} == {"2d", "3d-cn", "slstm", "lstm"} and len(big) == 24
+
+
+def test_the_runtime_sweep_dry_run_on_a_cpu_says_what_it_leaves_out(tmp_path):
+    """`sweep runtime --dry-run --device cpu`: the plan of the CPU implementations, and one line
+    (at 80 columns) saying how many cells need a CUDA GPU; on cuda every cell is planned."""
+    from typer.testing import CliRunner
+
+    from tlstm_bench.cli import app
+
+    def dry(*extra):
+        result = CliRunner().invoke(app, ["sweep", "runtime", "--dry-run", "--results-dir", str(tmp_path), *extra],
+                                    env={"COLUMNS": "80"})
+        assert result.exit_code == 0, result.output
+        assert max(len(line) for line in result.output.splitlines()) <= 80
+        return " ".join(result.output.split())
+
+    on_cpu = dry("--device", "cpu")
+    assert "72 cells" in on_cpu and "96 cells of triton, cuda-graph left out: they need a CUDA GPU" in on_cpu
+    assert "x20 fast" in on_cpu and "x20 triton" not in on_cpu and "x20 cuda-graph" not in on_cpu
+    assert "168 cells" in dry() and "left out" not in dry()
