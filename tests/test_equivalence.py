@@ -216,3 +216,93 @@ def test_cuda_graph_step_equals_eager_in_float64_on_replay(config, depth):
         torch.testing.assert_close(graphed.last_loss, eager.last_loss, rtol=1e-10, atol=1e-12)
         for name, g in eager.gradients().items():
             torch.testing.assert_close(graphed.gradients()[name], g, rtol=1e-9, atol=1e-11, msg=name)
+
+
+# ---- the cuDNN weight buffer of the stacked LSTMs (issue 27) ------------------------------------
+def cudnn_layout_on_the_cpu(weights, layers, hidden):
+    """cuDNN's LSTM weight layout, laid out on the CPU: per layer W_ih, W_hh, b_ih, b_hh one after
+    another, with a gap after each layer (so a layer's stride is not the tensors' own size), and
+    each tensor of ``weights`` pointed into the buffer, as ``torch._cudnn_rnn_flatten_weight`` does."""
+    gap = 5
+    buffer = torch.zeros(sum(w.numel() for w in weights) + gap * layers, dtype=weights[0].dtype)
+    offset = 0
+    for i, w in enumerate(weights):
+        buffer[offset:offset + w.numel()] = w.reshape(-1)
+        w.set_(buffer.untyped_storage(), offset, w.shape)
+        offset += w.numel() + (gap if i % 4 == 3 else 0)
+    return buffer
+
+
+@pytest.fixture
+def cudnn_buffer_on_the_cpu(monkeypatch):
+    """Call it, and every later move of an LSTM stack (``.to``, ``.double``) lays its weights out
+    as cuDNN would."""
+    from tlstm_bench.models import cudnn_weights
+
+    def enable():
+        monkeypatch.setattr(cudnn_weights, "cudnn_can_flatten", lambda tensor: True)
+        monkeypatch.setattr(cudnn_weights, "_cudnn_flatten", cudnn_layout_on_the_cpu)
+
+    cudnn_weights.cudnn_layout.cache_clear()
+    yield enable
+    cudnn_weights.cudnn_layout.cache_clear()
+
+
+@pytest.mark.parametrize("config, implementation", [("lstm", "cudnn"), ("slstm", "fused"), ("slstm", "cudnn")])
+@pytest.mark.parametrize("depth, seq_len", [(1, 3), (3, 4)])
+def test_weights_in_one_cudnn_buffer_equal_the_oracle(cudnn_buffer_on_the_cpu, config, implementation, depth,
+                                                       seq_len):
+    """With the parameters as strided views into one buffer (cuDNN's layout) and the second bias a
+    zero in it (the tied sLSTM's one call: its L copies made in one cat of that layout), outputs
+    and every gradient still equal the loop oracle."""
+    want = outputs_and_grads(config, depth, "loop", seq_len=seq_len, channels=4)  # parameters as built
+    cudnn_buffer_on_the_cpu()
+    got = outputs_and_grads(config, depth, implementation, seq_len=seq_len, channels=4)
+    assert_equal_to(want, got, TOLERANCES[implementation])
+
+
+def test_the_buffer_keeps_the_parameters_and_stays_one_buffer(cudnn_buffer_on_the_cpu):
+    """The parameters keep their names, shapes and count, become views into one storage (the
+    second bias too, not a parameter), and stay there through an optimiser step."""
+    torch.manual_seed(0)
+    plain = build_model("lstm", 3, vocab=5, channels=4).double()
+    shapes = {n: p.shape for n, p in plain.named_parameters()}
+    model = build_model("lstm", 3, vocab=5, channels=4)
+    model.load_state_dict(plain.state_dict())
+    cudnn_buffer_on_the_cpu()
+    model = model.double()  # a move: flattened
+    assert {n: p.shape for n, p in model.named_parameters()} == shapes
+    storage = model.w_ih.untyped_storage().data_ptr()
+    assert model.w_hh.untyped_storage().data_ptr() == storage == model.b.untyped_storage().data_ptr()
+    assert model.second_bias().untyped_storage().data_ptr() == storage
+    assert not model.w_ih.is_contiguous()  # layer l at l times the buffer's per-layer stride
+    assert all(not (p is model.second_bias()) for p in model.parameters())
+    for name, p in model.state_dict().items():
+        torch.testing.assert_close(p, plain.state_dict()[name])
+    x = torch.randint(0, 5, (2, 6))
+    optimiser = torch.optim.Adam(model.parameters(), lr=0.1)
+    model(x)[0].square().mean().backward()
+    optimiser.step()
+    assert model.w_ih.untyped_storage().data_ptr() == storage
+    assert model.second_bias().abs().max() == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="cuDNN's weight buffer needs CUDA")
+@pytest.mark.parametrize("config, implementation, depth", [("lstm", "cudnn", 1), ("lstm", "cudnn", 4),
+                                                           ("slstm", "fused", 4), ("slstm", "cudnn", 1),
+                                                           ("slstm", "cudnn", 4)])
+def test_no_compaction_warning_on_cuda(config, implementation, depth):
+    """On a GPU no cuDNN call warns that the weights are compacted at every call: ``lstm`` and the
+    sLSTM's ``fused`` read them in place; the tied sLSTM's one-call ``cudnn`` makes the L copies
+    cuDNN needs itself, in cuDNN's layout, so torch finds nothing to compact. Outputs and
+    gradients equal the loop oracle there too (float64)."""
+    import warnings
+
+    from tlstm_bench.models.cudnn_weights import COMPACTION_WARNING
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # what a user's script sees
+        got = outputs_and_grads(config, depth, implementation, device="cuda", seq_len=5, channels=8)
+    assert not [w for w in caught if COMPACTION_WARNING in str(w.message)]
+    want = outputs_and_grads(config, depth, "loop", seq_len=5, channels=8)
+    assert_equal_to(want, got, TOLERANCES[implementation])

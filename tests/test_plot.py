@@ -82,7 +82,8 @@ def report(tmp_path_factory):
 
 
 def test_plot_writes_png_and_pdf_per_task(report):
-    assert {(f.sweep, f.task) for f in report.figures} == {("synth", "runtime"), ("synth", "memorization")}
+    assert {(f.sweep, f.task) for f in report.figures} == {("synth", "runtime"), ("synth", "memorization"),
+                                                          ("synth", "runtime (fastest implementation)")}
     for fig in report.figures:
         png, pdf = fig.paths
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -114,6 +114,16 @@ def test_malformed_top_level_keys(tmp_path, change, message):
      r"key 'train.early_stopping' must be true or false"),
     ('task = "memorization"\nconfigs=["2d-m:window=appendix"]\ndepths=[1]\nchannels=8\n[runtime]\n',
      r"not a configuration.*memory_conv=0"),
+    ('task = "runtime"\nconfigs=["2d"]\ndepths=[1]\n[[runtime]]\nchannels=8\n[[runtime]]\nchannels=8\n',
+     r"two \[\[runtime\]\] tables give the same cell \(runtime runtime 2d L=1"),
+    ('task = "runtime"\nconfigs=["2d"]\ndepths=[1]\nchannels=8\n[[runtime]]\n[[runtime]]\ndepths=[2,1]\n',
+     r"two \[\[runtime\]\] tables give the same cell"),
+    ('task = "memorization"\nconfigs=["2d"]\ndepths=[1]\nchannels=8\n[[train]]\n[[train]]\n',
+     r"key 'train' must be a table \[train\] \(one per spec\)"),
+    ('task = "runtime"\nconfigs=["2d"]\ndepths=[1]\nchannels=8\nruntime = []\n',
+     r"key 'runtime' must be a table \[runtime\] or a list of tables"),
+    ('task = "runtime"\nconfigs=["2d"]\ndepths=[1]\nchannels=8\n[[runtime]]\n[[runtime]]\nseq_len=0\n',
+     r"key 'runtime.seq_len' must be an integer >= 1"),
 ])
 def test_malformed_specs(tmp_path, text, message):
     path = write_spec(tmp_path, text)
@@ -155,3 +165,97 @@ def test_a_misspelt_config_lists_the_valid_names_once(tmp_path):
     message = str(info.value)
     assert message.count("2d-m") == 1 and message.count("knobs like") == 1, message
     assert str(path) in message and "key 'configs'" in message
+
+
+RUNTIME_TABLES = """
+task = "runtime"
+configs = ["slstm", "2d", "3d-cn", "lstm"]
+depths = [1, 4]
+device = "cuda"
+[[runtime]]
+channels = 100
+implementations = ["triton", "cuda-graph", "fast", "cudnn", "fused"]
+[[runtime]]
+configs = ["2d", "lstm"]
+depths = [10]
+budget = "10M"
+implementations = ["triton", "cudnn"]
+"""
+
+
+def test_runtime_tables_each_give_their_own_grid_and_each_implementation_goes_where_it_exists(tmp_path):
+    """[[runtime]]: several grids in one sweep; an implementation applies to the configurations that
+    have it (triton and cuda-graph to the tLSTMs, cudnn to slstm and lstm, fused to slstm)."""
+    cells = expand(load_spec(write_spec(tmp_path, RUNTIME_TABLES)), code="v", machine={})
+    got = {(c.spec["config"], c.spec["implementation"], c.spec["depth"], c.spec["channels"], c.spec["budget"])
+           for c in cells}
+    m100 = {(c, i, d, 100, None) for d in (1, 4) for c, impls in (("slstm", ("cudnn", "fused")),
+                                                                  ("2d", ("triton", "cuda-graph", "fast")),
+                                                                  ("3d-cn", ("triton", "cuda-graph", "fast")),
+                                                                  ("lstm", ("cudnn",))) for i in impls}
+    assert got == m100 | {("2d", "triton", 10, None, "10M"), ("lstm", "cudnn", 10, None, "10M")}
+    assert len(cells) == len(got)
+    assert {tuple(c.spec["timed_with"]) for c in cells if c.spec["budget"] == "10M"} == {(10,)}
+
+
+def test_on_a_device_without_cuda_the_cuda_only_cells_are_left_out_and_the_plan_says_so(tmp_path):
+    from tlstm_bench.sweeps.grid import left_out
+    from tlstm_bench.sweeps.plan import plan_sweep, plan_title
+
+    spec = load_spec(write_spec(tmp_path, RUNTIME_TABLES))
+    cells = expand(spec, code="v", device="cpu", machine={})
+    assert {c.spec["implementation"] for c in cells} == {"fast", "cudnn", "fused"}
+    assert left_out(spec, "cpu") == {"triton": 2 * 2 + 1, "cuda-graph": 2 * 2}
+    assert left_out(spec) == {} and left_out(spec, "cuda:1") == {}
+    plan = plan_sweep(spec, root=tmp_path / "store", device="cpu")
+    assert len(plan.cells) == 5 * 2 + 1 and plan.left_out == {"triton": 5, "cuda-graph": 4}
+    assert plan_title(plan).endswith("9 cells of triton, cuda-graph left out: they need a CUDA GPU")
+
+
+def test_a_sweep_of_cuda_only_cells_on_a_cpu_is_one_line_saying_why(tmp_path):
+    from tlstm_bench.sweeps.plan import plan_sweep
+
+    path = write_spec(tmp_path, RUNTIME_TABLES.replace(', "fast", "cudnn", "fused"', '')
+                      .replace('["triton", "cudnn"]', '["triton"]'))
+    with pytest.raises(UserError, match=r"no cell of sweep 't' can run on cpu: 9 cells of triton, cuda-graph left "
+                                        r"out: they need a CUDA GPU; run it with --device cuda on a GPU machine"):
+        plan_sweep(path, root=tmp_path / "store", device="cpu")
+
+
+def test_the_shipped_runtime_sweep_is_the_gpu_figure_and_its_headline_part():
+    """The seven configurations and lstm at L = 1, 4, 7, 10, at M = 100 and 10M, float32; the
+    headline part (the device session's two filtered runs) is 80 of its 168 cells."""
+    from tlstm_bench.sweeps.grid import parse_filters, select
+    from tlstm_bench.vocab import CONFIG_NAMES
+
+    spec = load_spec("runtime")
+    cells = expand(spec, code="v", machine={})
+    assert spec.device == "cuda" and len(cells) == 168
+    assert {c.spec["config"] for c in cells} == {*CONFIG_NAMES, "lstm"}
+    assert {c.spec["depth"] for c in cells} == {1, 4, 7, 10} and {c.spec["dtype"] for c in cells} == {"float32"}
+    assert {(c.spec["channels"], c.spec["budget"]) for c in cells} == {(100, None), (None, "10M")}
+    fastest = ["implementation=triton,cuda-graph,cudnn"]
+    m100 = select(cells, parse_filters(["channels=100", *fastest]))
+    big = select(cells, parse_filters(["budget=10M", "config=2d,3d-cn,slstm,lstm", *fastest]))
+    assert {c.spec["config"] for c in m100} == {*CONFIG_NAMES, "lstm"} and len(m100) == 56
+    assert {c.spec["config"] for c in big} == {"2d", "3d-cn", "slstm", "lstm"} and len(big) == 24
+
+
+def test_the_runtime_sweep_dry_run_on_a_cpu_says_what_it_leaves_out(tmp_path):
+    """`sweep runtime --dry-run --device cpu`: the plan of the CPU implementations, and one line
+    (at 80 columns) saying how many cells need a CUDA GPU; on cuda every cell is planned."""
+    from typer.testing import CliRunner
+
+    from tlstm_bench.cli import app
+
+    def dry(*extra):
+        result = CliRunner().invoke(app, ["sweep", "runtime", "--dry-run", "--results-dir", str(tmp_path), *extra],
+                                    env={"COLUMNS": "80"})
+        assert result.exit_code == 0, result.output
+        assert max(len(line) for line in result.output.splitlines()) <= 80
+        return " ".join(result.output.split())
+
+    on_cpu = dry("--device", "cpu")
+    assert "72 cells" in on_cpu and "96 cells of triton, cuda-graph left out: they need a CUDA GPU" in on_cpu
+    assert "x20 fast" in on_cpu and "x20 triton" not in on_cpu and "x20 cuda-graph" not in on_cpu
+    assert "168 cells" in dry() and "left out" not in dry()

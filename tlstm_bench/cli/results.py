@@ -25,6 +25,11 @@ def results(
                                                       "json and parquet always have every column).")] = False,
     all_versions: Annotated[bool, typer.Option("--all-versions", help="Keep every record of a cell, not only "
                                                                        "the newest.")] = False,
+    by_depth: Annotated[bool, typer.Option("--by-depth", help="Runtime records as one row per configuration, "
+                                                              "implementation and size, a column per depth "
+                                                              "(table or markdown).")] = False,
+    fastest: Annotated[bool, typer.Option("--fastest", help="With --by-depth: each configuration's fastest "
+                                                            "implementation per size only (the figure's lines).")] = False,
     results_dir: ResultsDir = None,
 ) -> None:
     """Show the records: one table per collection and kind, the columns that matter for it.
@@ -44,6 +49,11 @@ def results(
         output_file(out, "--out")  # before reading: a path that cannot be written is a one-line error
     chosen = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
     frame = read_frame(sweep, root=workspace(results_dir).store, all_versions=all_versions)
+    if fastest and not by_depth:
+        raise UserError("--fastest goes with --by-depth")
+    if by_depth:
+        _by_depth(frame, fmt, out, fastest)
+        return
     if fmt == "table":
         if out is not None:
             raise UserError("--format table is for the screen; use --format csv, json, markdown or parquet with --out")
@@ -60,4 +70,31 @@ def results(
         typer.echo(text, nl=False)
     else:
         console.print(f"wrote {len(frame)} records to {out}", highlight=False)
+
+
+def _by_depth(frame, fmt: str, out: Optional[Path], fastest: bool) -> None:
+    """``--by-depth``: the runtime records a row per line of the runtime figure (results/by_depth.py)."""
+    from ..atomic import atomic_write
+    from ..results.by_depth import by_depth, markdown
+
+    if fmt not in ("table", "markdown"):
+        raise UserError(f"--by-depth writes a table or markdown, not {fmt}")
+    tables, notes = by_depth(frame, only_fastest=fastest)
+    if fmt == "markdown":
+        text = markdown(tables, notes)
+        if out is None:
+            typer.echo(text, nl=False)
+            return
+        try:
+            atomic_write(out, lambda fh: fh.write(text))
+        except OSError as exc:
+            raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
+        console.print(f"wrote {len(tables)} table(s) to {out}", highlight=False)
+        return
+    if out is not None:
+        raise UserError("--format table is for the screen; use --format markdown with --out")
+    for table in tables:
+        draw_table(console, table)
+    for note in notes:
+        console.print(note, highlight=False)
 

@@ -13,7 +13,10 @@ per layer, gate order ``i, f, g, o`` (torch.nn.LSTM's); ``w_y, b_y``. State: ``(
 (L, B, M), after the last input step (:class:`~tlstm_bench.models.slstm.SLSTMState`).
 
 Implementations: ``cudnn``, every layer in one call of torch's multi-layer LSTM (one cuDNN
-call on a GPU); ``loop``, the plain per-cell loop, the oracle it is tested against.
+call on a GPU) with the weights in one cuDNN buffer, as ``nn.LSTM`` keeps them
+(:mod:`~tlstm_bench.models.cudnn_weights`: no copy per call, and the second bias cuDNN wants is
+a zero in the buffer, not a parameter); ``loop``, the plain per-cell loop, the oracle it is
+tested against.
 """
 
 from __future__ import annotations
@@ -53,11 +56,12 @@ class StackedLSTM(LayerStack):
 
 
 def run_cudnn(model: StackedLSTM, z: torch.Tensor, state: SLSTMState):
-    """Every layer in one call of torch's multi-layer fused LSTM (one cuDNN call on a GPU)."""
-    zeros = torch.zeros_like(model.b[0])  # our one bias per layer stands in for b_ih + b_hh
+    """Every layer in one call of torch's multi-layer fused LSTM (one cuDNN call on a GPU). On a
+    GPU the per-layer tensors are views into the model's cuDNN buffer (flatten_parameters), so the
+    call copies nothing; ``unbind`` makes them with one autograd node per parameter."""
     weights = []
-    for layer in range(model.depth):
-        weights += [model.w_ih[layer], model.w_hh[layer], model.b[layer], zeros]
+    for layer in zip(model.w_ih.unbind(0), model.w_hh.unbind(0), model.b.unbind(0), model.second_bias().unbind(0)):
+        weights += layer
     hx = (state.h.contiguous(), state.c.contiguous())
     out, h_n, c_n = torch._VF.lstm(z, hx, weights, True, model.depth, 0.0, model.training, False, True)
     return out, SLSTMState(h_n, c_n)

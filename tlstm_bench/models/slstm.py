@@ -10,7 +10,8 @@ Implementations (``model.implementation``), equal up to float rounding:
 * ``fused``: layer by layer, each layer one call of the fused torch LSTM kernel (T*L
   sequential cell steps, but the fastest per-layer kernel there is);
 * ``cudnn``: all L layers in one call of the multi-layer fused LSTM (one cuDNN call on a
-  GPU), the shared weights passed for every layer;
+  GPU), the shared weights passed for every layer (which cuDNN can only take as L copies: see
+  :func:`run_cudnn`);
 * ``wavefront``: because the weights are shared, step s runs layer l at time s-l
   (Appleyard et al. 2016): every cell of one anti-diagonal is one batched cell call,
   T+L-1 sequential steps like the tLSTM;
@@ -27,6 +28,7 @@ from torch import nn
 
 from .base import RecurrentModel
 from .config import ArchConfig
+from .cudnn_weights import flatten_lstm, tied_weights
 
 
 class SLSTMState(NamedTuple):
@@ -42,6 +44,32 @@ class LayerStack(RecurrentModel):
     that runs the sequence loop its class registers in ``loops``."""
 
     loops: dict[str, Callable] = {}
+    _second_bias: torch.Tensor | None = None  # cuDNN's zero b_hh in the weight buffer (flatten_parameters)
+
+    def flat_layers(self) -> int:
+        """How many layers of weights the parameters hold (cuDNN's buffer has that many)."""
+        return self.depth
+
+    def flatten_parameters(self) -> None:
+        """Put ``w_ih, w_hh, b`` into one cuDNN weight buffer, as ``nn.LSTM`` does (on CUDA; a
+        no-op elsewhere): :func:`~tlstm_bench.models.cudnn_weights.flatten_lstm`. Runs after every
+        move (``.to``, ``.cuda``, ``.double``), so a cuDNN call copies no weights."""
+        if "w_ih" not in self._parameters:  # a move before the subclass made its weights
+            return
+        self._second_bias = flatten_lstm((self.w_ih, self.w_hh, self.b), self.flat_layers(), self.channels)
+
+    def second_bias(self) -> torch.Tensor:
+        """The zero b_hh of the cuDNN calls: the view in the weight buffer, else a fresh zero tensor
+        (our one bias per layer stands in for b_ih + b_hh)."""
+        bias = self._second_bias
+        if bias is not None and bias.device == self.b.device and bias.dtype == self.b.dtype:
+            return bias
+        return torch.zeros_like(self.b)
+
+    def _apply(self, fn, recurse=True):
+        out = super()._apply(fn, recurse)
+        self.flatten_parameters()  # the move gave the parameters fresh storage
+        return out
 
     def zero_state(self, batch: int, like: torch.Tensor) -> SLSTMState:
         zeros = like.new_zeros(self.depth, batch, self.channels)
@@ -56,6 +84,9 @@ class LayerStack(RecurrentModel):
 
 
 class SLSTM(LayerStack):
+    def flat_layers(self) -> int:
+        return 1  # one set of weights, shared by every layer
+
     def __init__(self, arch: ArchConfig, depth: int, *, channels: int, input_size: int,
                  output_size: int, tokens: bool, implementation: str, forget_bias: float = 1.0):
         super().__init__(arch, depth, channels=channels, input_size=input_size,
@@ -96,9 +127,9 @@ def run_loop(model: SLSTM, z: torch.Tensor, state: SLSTMState):
 
 
 def run_fused(model: SLSTM, z: torch.Tensor, state: SLSTMState):
-    """Layer by layer, each layer a single call of torch's fused LSTM over all T steps."""
-    bias_hh = torch.zeros_like(model.b)  # our one bias stands in for b_ih + b_hh
-    weights = [model.w_ih, model.w_hh, model.b, bias_hh]
+    """Layer by layer, each layer a single call of torch's fused LSTM over all T steps. The one
+    layer of weights is cuDNN's buffer on a GPU (flatten_parameters): no copy per call."""
+    weights = [model.w_ih, model.w_hh, model.b, model.second_bias()]
     inp = z
     hs, cs = [], []
     for layer in range(model.depth):
@@ -113,11 +144,18 @@ def run_cudnn(model: SLSTM, z: torch.Tensor, state: SLSTMState):
     """All L layers in ONE call of torch's multi-layer LSTM, the shared weights passed for every
     layer. On a GPU that is one cuDNN call, which may overlap the layers as a wavefront
     itself (and runs its persistent kernel for small hidden sizes): the strongest honest
-    sLSTM baseline there is. The weights are not one contiguous cuDNN buffer, so each call
-    copies them into one (a few hundred KB at M = 100); autograd sums each layer's gradient
-    into the one shared parameter."""
-    bias_hh = torch.zeros_like(model.b)
-    weights = [model.w_ih, model.w_hh, model.b, bias_hh] * model.depth
+    sLSTM baseline there is. autograd sums each layer's gradient into the one shared parameter.
+
+    The tie costs a copy per call: cuDNN reads each layer's weights from its own place in one
+    buffer, so the one set of weights is copied L times into a fresh buffer at every call (a few
+    hundred KB at M = 100), here in one ``torch.cat`` laid out as cuDNN wants
+    (:func:`~tlstm_bench.models.cudnn_weights.tied_weights`; torch would otherwise copy them
+    tensor by tensor and warn at every call). Keeping L copies between calls would move the copy
+    to every weight update instead, which in training is every step. docs/runtime.md says what it
+    costs."""
+    weights = tied_weights(model.w_ih, model.w_hh, model.b, model.depth) if model.depth > 1 else None
+    if weights is None:  # one layer (its buffer as it is), or not cuDNN (the CPU): the tensors as they are
+        weights = [model.w_ih, model.w_hh, model.b, model.second_bias()] * model.depth
     hx = (state.h.contiguous(), state.c.contiguous())
     out, h_n, c_n = torch._VF.lstm(z, hx, weights, True, model.depth, 0.0, model.training, False, True)
     return out, SLSTMState(h_n, c_n)

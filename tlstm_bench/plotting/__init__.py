@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..results.frame import read_frame
 from ..results.store import workspace
-from .figures import TaskFigure, draw_task
+from .figures import TaskFigure, draw_task, several_implementations
 from .grid import sweep_file_grid
 from .tables import write_tables
 
@@ -48,6 +48,9 @@ def plot_results(sweeps: "list[str] | None" = None, *, out: "str | Path | None" 
         rows = frame[frame["collection"] == sweep]
         expected = sweep_file_grid(sweep)
         for task in sorted(rows["task"].unique(), key=lambda t: (t != "runtime", t)):
-            report.figures.append(draw_task(rows[rows["task"] == task], sweep, task, out, expected))
+            these = rows[rows["task"] == task]
+            report.figures.append(draw_task(these, sweep, task, out, expected))
+            if several_implementations(these):  # the paper's figure: each configuration's fastest
+                report.figures.append(draw_task(these, sweep, task, out, expected, fastest=True))
     report.tables = write_tables(frame, out)
     return report

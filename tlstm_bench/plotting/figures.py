@@ -29,6 +29,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator
 
 from ..atomic import save_figure
+from ..results.by_depth import fastest, line_names
 from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL, UNKNOWN_CAUSAL, WITHIN_SPREAD, unresolved_pairs
 from ..vocab import ANCHOR_NAMES, TIMED_PASS
@@ -46,6 +47,9 @@ CONFIG_STYLES = {
 }
 OTHER_COLOURS = ("tab:brown", "tab:pink", "tab:olive", "tab:gray", "darkblue", "darkgreen")
 IMPLEMENTATION_STYLES = ("-", "--", ":", "-.")
+# Where each line names its implementation (the fastest-implementation figure), its style follows the
+# name, so one configuration's implementations differ in every panel.
+IMPLEMENTATION_ORDER = ("triton", "cuda-graph", "fast", "cudnn", "fused", "wavefront", "eager", "loop")
 
 TASK_TITLES = {
     "runtime": "Runtime",
@@ -114,29 +118,37 @@ def figure_name(sweep: str, task: str) -> str:
 
 
 def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
-              expected: "dict[str, tuple[list[str], list[int]]] | None" = None) -> TaskFigure:
+              expected: "dict[str, tuple[list[str], list[int]]] | None" = None, *, fastest: bool = False) -> TaskFigure:
     """Draw one figure (PNG and PDF) for the records of one sweep and task.
 
     ``expected``: {kind: (configs, depths)} of the sweep's spec, when known (missing cells).
+    ``fastest``: the runtime of each configuration's fastest implementation only
+    (:func:`fastest_rows`), named in the legend, into ``<sweep>-<task>-fastest``: the paper's
+    runtime figure from a sweep that timed several implementations.
     """
-    fig, result = task_figure(rows, sweep, task, expected)
+    fig, result = task_figure(rows, sweep, task, expected, fastest=fastest)
     if fig is not None:
-        result.paths = _save(fig, out, figure_name(sweep, task))
+        result.paths = _save(fig, out, figure_name(sweep, task) + ("-fastest" if fastest else ""))
     return result
 
 
 def task_figure(rows: pd.DataFrame, sweep: str, task: str,
-                expected: "dict[str, tuple[list[str], list[int]]] | None" = None) -> "tuple[Figure | None, TaskFigure]":
+                expected: "dict[str, tuple[list[str], list[int]]] | None" = None, *,
+                fastest: bool = False) -> "tuple[Figure | None, TaskFigure]":
     """The figure of one sweep and task, not saved (None: records of an unknown kind, nothing to
     draw), and what it shows."""
-    result = TaskFigure(sweep, task)
+    result = TaskFigure(sweep, f"{task} (fastest implementation)" if fastest else task)
     train = rows[rows["kind"] == "train"]
     runtime = rows[rows["kind"] == "runtime"]
+    if fastest:
+        train, runtime = train.iloc[0:0], fastest_rows(runtime)
     panels = _panels(train, runtime)
     result.panels = [panel for panel, _ in panels]
     if not panels:
         return None, result
     statuses = _cell_statuses(result, train, runtime, expected or {})
+    if fastest:  # the figure of every implementation lists what is missing or failed
+        result.missing, result.failed = [], []
     lines = _Lines(causal_cells(rows[rows["status"] == "ok"]))
     _list_causality(result, train, runtime)
     result.within_spread = runtime_overlaps(runtime)
@@ -149,9 +161,10 @@ def task_figure(rows: pd.DataFrame, sweep: str, task: str,
     grid = fig.add_gridspec(2 if note else 1, len(panels),
                             height_ratios=[4.3, 0.2 * note_lines] if note else [1])
     for i, (panel, part) in enumerate(panels):
-        _draw_panel(fig.add_subplot(grid[0, i]), panel, part, lines, statuses, result)
+        _draw_panel(fig.add_subplot(grid[0, i]), panel, part, lines, statuses, result, name_all=fastest)
     _legend(fig, lines, result)
-    fig.suptitle(f"{TASK_TITLES.get(task, task)}: {_panel_names(panels, train)} vs depth (sweep '{sweep}')\n"
+    what = "each configuration's fastest implementation" if fastest else _panel_names(panels, train)
+    fig.suptitle(f"{TASK_TITLES.get(task, task)}: {what} vs depth (sweep '{sweep}')\n"
                  f"{_devices(train, runtime)}", fontsize="medium")
     if note:
         note_ax = fig.add_subplot(grid[1, :])
@@ -168,9 +181,41 @@ def _panels(train: pd.DataFrame, runtime: pd.DataFrame) -> list[tuple[str, pd.Da
         panels.append(("metric", train))
         if _is_accuracy(train) and _solved(train).any():  # else the panel would hold nothing
             panels.append(("samples", train))
-    if len(runtime):
-        panels.append(("runtime", runtime))
+    for _, part in runtime_sizes(runtime):  # one panel per model size (M = 100, 10M, ...)
+        panels.append(("runtime", part))
     return panels
+
+
+def size_label(budget, channels) -> str:
+    """A runtime record's model size: its budget (``10M``: M varies with the depth), else ``M=100``."""
+    if isinstance(budget, str) and budget:
+        return f"{budget} parameters"
+    return f"M={int(channels)}" if pd.notna(channels) else "size unknown"
+
+
+def runtime_sizes(runtime: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The runtime records split by model size: fixed widths (``M=100``) first, then budgets."""
+    if not len(runtime):
+        return []
+    labels = pd.Series([size_label(b, c) for b, c in zip(runtime["budget"], runtime["channels"])],
+                       index=runtime.index)
+    if labels.str.startswith("M=").all():  # fixed widths only: one panel, as before sizes were split
+        return [("", runtime)]
+    order = sorted(set(labels), key=lambda label: (not label.startswith("M="), len(label), label))
+    return [(label, runtime[labels == label]) for label in order]
+
+
+def several_implementations(rows: pd.DataFrame) -> bool:
+    """Whether some configuration's runtime was measured with more than one implementation."""
+    ok = rows[(rows["kind"] == "runtime") & (rows["status"] == "ok")]
+    return bool(len(ok)) and bool((line_names(ok).groupby(ok["config"]).nunique() > 1).any())
+
+
+def fastest_rows(runtime: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration and model size, the records of its fastest implementation
+    (:func:`tlstm_bench.results.by_depth.fastest`: the table ``results --by-depth --fastest``
+    shows the same lines)."""
+    return fastest(runtime)
 
 
 def _cell_statuses(result: TaskFigure, train: pd.DataFrame, runtime: pd.DataFrame, expected: dict) -> dict:
@@ -185,12 +230,13 @@ def _cell_statuses(result: TaskFigure, train: pd.DataFrame, runtime: pd.DataFram
     return statuses
 
 
-def _draw_panel(ax, panel: str, part: pd.DataFrame, lines: "_Lines", statuses: dict, result: TaskFigure) -> None:
+def _draw_panel(ax, panel: str, part: pd.DataFrame, lines: "_Lines", statuses: dict, result: TaskFigure, *,
+                name_all: bool = False) -> None:
     kind = "runtime" if panel == "runtime" else "train"
     depths = sorted(set(statuses[kind].depths))
     lines.dodge = DODGE * (float(np.diff(depths).min()) if len(depths) > 1 else 1.0)
     if panel == "runtime":
-        _runtime_panel(ax, part, lines)
+        _runtime_panel(ax, part, lines, name_all=name_all)
     elif panel == "samples":
         _samples_panel(ax, part, lines)
     else:
@@ -215,7 +261,7 @@ def _legend(fig: Figure, lines: "_Lines", result: TaskFigure) -> None:
 
 def _panel_names(panels: list, train: pd.DataFrame) -> str:
     names = {"metric": _metric_label(train) if len(train) else "", "samples": "samples to solve", "runtime": "runtime"}
-    shown = [names[panel] for panel, _ in panels]
+    shown = list(dict.fromkeys(names[panel] for panel, _ in panels))  # a runtime panel per size: one name
     return ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
 
 
@@ -321,28 +367,37 @@ def _unsolved_points(ax, rows: pd.DataFrame, lines: _Lines) -> list[float]:
 def runtime_overlaps(rows: pd.DataFrame) -> list[str]:
     """The runtime lines whose adjacent depths the data cannot order, as ``3d L=1-3``: the rule of
     ``time`` and ``results`` (:func:`~tlstm_bench.results.view.unresolved`) where a depth has one
-    record, else the overlap of its pooled quartiles (the error bars drawn)."""
+    record, else the overlap of its pooled quartiles (the error bars drawn). One model size at a
+    time: M = 100 and 10M records of one depth are never pooled."""
     ok = rows[(rows["status"] == "ok") & rows["ms_per_step"].notna()]
     close = []
-    for config, part in _by_config(ok):
-        implementations = part["implementation"].fillna("").astype(str)
-        several = implementations.nunique() > 1
-        for impl, series in part.groupby(implementations, sort=True):
-            by_depth = {}
-            for depth, cell in series.groupby("depth"):
-                m, lo, hi = runtime_summary(cell)
-                by_depth[int(depth)] = (cell.iloc[0] if len(cell) == 1 else
-                                        {"ms_per_step": m, "ms_q25": lo, "ms_q75": hi})
-            close += [f"{config}{f' ({impl})' if several else ''} L={a}-{b}" for a, b in unresolved_pairs(by_depth)]
+    for size, sized in runtime_sizes(ok):
+        for config, part in _by_config(sized):
+            implementations = line_names(part)
+            several = implementations.nunique() > 1
+            for impl, series in part.groupby(implementations, sort=True):
+                name = f"{config}{f' ({impl})' if several else ''}{f' {size}' if size else ''}"
+                close += [f"{name} L={a}-{b}" for a, b in unresolved_pairs(_depth_records(series))]
     return close
 
 
-def _runtime_panel(ax, rows: pd.DataFrame, lines: _Lines) -> None:
+def _depth_records(series: pd.DataFrame) -> dict:
+    """Depth -> its record, or where a depth has several, their pooled median and quartiles."""
+    by_depth = {}
+    for depth, cell in series.groupby("depth"):
+        m, lo, hi = runtime_summary(cell)
+        by_depth[int(depth)] = cell.iloc[0] if len(cell) == 1 else {"ms_per_step": m, "ms_q25": lo, "ms_q75": hi}
+    return by_depth
+
+
+def _runtime_panel(ax, rows: pd.DataFrame, lines: _Lines, *, name_all: bool = False) -> None:
+    """One line per configuration and implementation (named where a configuration has several, or
+    every one with ``name_all``): the median, and the repeats or their interquartile range."""
     ok = rows[(rows["status"] == "ok") & rows["ms_per_step"].notna()]
     counts, bars = [], False
     for config, part in _by_config(ok):
-        implementations = part["implementation"].fillna("").astype(str)
-        several = implementations.nunique() > 1
+        implementations = line_names(part)  # a variant (a tuner's tile set) is a line of its own
+        several = name_all or implementations.nunique() > 1
         for k, (impl, series) in enumerate(part.groupby(implementations, sort=True)):
             depths, mid, low, high, dots = [], [], [], [], {}
             for depth, cell in series.groupby("depth"):
@@ -354,7 +409,7 @@ def _runtime_panel(ax, rows: pd.DataFrame, lines: _Lines) -> None:
                 depths.append(depth), mid.append(m), low.append(m - lo), high.append(hi - m)
             has_bars = any(v > 0 for v in low + high)
             bars |= has_bars
-            style, impl = IMPLEMENTATION_STYLES[k % 4], impl if several else None
+            style, impl = _style_of(impl, k, name_all), impl if several else None
             _line(ax, lines, config, impl, np.array(depths), np.array(mid),
                   np.array([low, high]) if has_bars else None, style=style)
             _repeat_dots(ax, lines, config, impl, style, dots)
@@ -362,10 +417,23 @@ def _runtime_panel(ax, rows: pd.DataFrame, lines: _Lines) -> None:
     seq = sorted({int(v) for v in ok["seq_len"].dropna()}) if "seq_len" in ok else []
     detail = f"batch 1, T={seq[0]}" if len(seq) == 1 else "batch 1"
     sizes = sorted({int(v) for v in ok["channels"].dropna()})
-    detail += f", M={sizes[0]}" if len(sizes) == 1 else ""
+    budgets = sorted({str(v) for v in ok["budget"].dropna()}) if "budget" in ok else []
+    if budgets:
+        detail += f", {budgets[0]} parameters" if len(budgets) == 1 else ""
+    else:
+        detail += f", M={sizes[0]}" if len(sizes) == 1 else ""
     ax.set_title(f"runtime, {detail}\n{spread_caption(counts, bars)}", fontsize="small")
     ax.set_ylim(bottom=0)
     _empty_note(ax, ok, "ms_per_step")
+
+
+def _style_of(implementation: str, k: int, by_name: bool) -> str:
+    """The line style: the k-th implementation of a configuration's, or (``by_name``) the name's own."""
+    if by_name:
+        implementation = implementation.split(" ")[0]  # a variant keeps its implementation's style
+        known = IMPLEMENTATION_ORDER.index(implementation) if implementation in IMPLEMENTATION_ORDER else None
+        k = known if known is not None else sum(map(ord, implementation))
+    return IMPLEMENTATION_STYLES[k % len(IMPLEMENTATION_STYLES)]
 
 
 def spread_caption(counts: list[int], bars: bool) -> str:

@@ -28,8 +28,8 @@ class CellStatus:
 
 
 def sweep_file_grid(sweep: str) -> dict[str, tuple[list[str], list[int]]]:
-    """{kind: (configs, depths)} from the shipped spec of ``sweep``; {} when there is none, or it is
-    not a valid spec."""
+    """{kind: (configs, depths)} from the shipped spec of ``sweep`` (the union of its tables of that
+    kind: ``[[runtime]]`` may give several); {} when there is none, or it is not a valid spec."""
     path = shipped_spec(sweep)
     if path is None or not path.is_file():
         return {}
@@ -37,7 +37,12 @@ def sweep_file_grid(sweep: str) -> dict[str, tuple[list[str], list[int]]]:
         spec = load_spec(path, check_values=False)
     except UserError:
         return {}
-    return {section.kind: (list(section.configs), list(section.depths)) for section in spec.sections}
+    grid: dict[str, tuple[list[str], list[int]]] = {}
+    for section in spec.sections:
+        configs, depths = grid.setdefault(section.kind, ([], []))
+        configs += [c for c in section.configs if c not in configs]
+        depths += [d for d in section.depths if d not in depths]
+    return grid
 
 
 def cell_status(rows: pd.DataFrame, expected: "tuple[list[str], list[int]] | None" = None) -> CellStatus:

@@ -28,8 +28,8 @@ from pathlib import Path
 from .. import __version__
 
 ENV_CODE_VERSION = "TLSTM_BENCH_CODE_VERSION"
-# The commit a copy outside any checkout was made from (a device machine receives the working
-# tree without .git): recorded as git_commit there, with git_dirty unknown (None).
+# The commit a copy without its git history runs (a device machine gets the working tree, and once a
+# stale .git with it): it wins over git, and the dirty flag is then unknown (None).
 ENV_GIT_COMMIT = "TLSTM_BENCH_GIT_COMMIT"
 
 
@@ -84,9 +84,13 @@ def git_info() -> dict:
     """``{"git_commit", "git_dirty"}`` of the checkout the package runs from; None, None outside one.
 
     The package counts as part of a checkout only when its own ``__init__.py`` is tracked
-    there; dirty means uncommitted changes (or untracked files) in the package folder. Outside a
-    checkout, ``$TLSTM_BENCH_GIT_COMMIT`` names the commit the copy was made from, if set.
+    there; dirty means uncommitted changes (or untracked files) in the package folder.
+    ``$TLSTM_BENCH_GIT_COMMIT`` names the commit instead (a copy of a checkout without, or with a
+    stale, ``.git``: the GPU device scripts set it); the dirty flag is then None.
     """
+    given = os.environ.get(ENV_GIT_COMMIT)
+    if given:
+        return {"git_commit": given, "git_dirty": None}
     folder = package_dir()
     if _git(folder, "ls-files", "--error-unmatch", "--", "__init__.py") is None:
         return {"git_commit": os.environ.get(ENV_GIT_COMMIT) or None, "git_dirty": None}
@@ -139,11 +143,34 @@ def machine(device: str = "cpu") -> dict:
     return {"gpu": gpu, "cpu_model": cpu_model(), "cpus": cpu_count()}
 
 
+@functools.lru_cache(maxsize=1)
+def driver_version() -> str | None:
+    """The NVIDIA driver's version (``nvidia-smi``), or None where there is none."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = out.stdout.strip().splitlines()
+    return lines[0].strip() if out.returncode == 0 and lines else None
+
+
+def triton_version() -> str | None:
+    """The installed Triton's version (read from its metadata: Triton is not imported), or None."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def provenance(device: "str | torch.device" = "cpu") -> dict:
     """A dict to merge into every record."""
     import torch
 
     device = torch.device(device)
+    cuda = device.type == "cuda"
     return {
         "code_version": code_version(),
         **git_info(),
@@ -152,7 +179,10 @@ def provenance(device: "str | torch.device" = "cpu") -> dict:
         "python_version": platform.python_version(),
         "device": device.type,
         "device_name": device_name(device),
-        "cuda_version": torch.version.cuda if device.type == "cuda" else None,
+        "cuda_version": torch.version.cuda if cuda else None,
+        "driver_version": driver_version() if cuda else None,
+        "cudnn_version": torch.backends.cudnn.version() if cuda else None,
+        "triton_version": triton_version(),
         "cpu_model": cpu_model(),
         "threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),

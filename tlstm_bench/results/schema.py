@@ -56,6 +56,7 @@ class Runtime(TypedDict, total=False):
     input_size: Optional[int]
     output_size: Optional[int]
     dtype: str
+    tf32: Optional[bool]         # CUDA: TF32 allowed in matmuls or cuDNN while timing (the tool turns it off)
     flush_denormal: bool
     clock: str                   # perf_counter | cuda_events
     warmup: int
@@ -112,6 +113,9 @@ class Provenance(TypedDict, total=False):
     device: str                  # cpu | cuda
     device_name: str             # GPU name, or the CPU model
     cuda_version: Optional[str]
+    driver_version: Optional[str]  # the NVIDIA driver (CUDA), else None
+    cudnn_version: Optional[int]
+    triton_version: Optional[str]  # installed Triton, else None
     cpu_model: str
     threads: int
     cpu_count: int
@@ -120,6 +124,7 @@ class Provenance(TypedDict, total=False):
     date: str                    # UTC, ISO 8601
     slurm_job_id: Optional[str]  # the SLURM job that ran a sweep cell ("<array id>_<task>"), else None
     migrated: dict               # fields added after the record was made, and how (results.migrate)
+    source: dict                 # a record converted from another tool's output: which file, line and tool
 
 
 class Record(Identity, Size, Runtime, Train, Provenance, total=False):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..errors import UserError
 from ..results.provenance import code_version
 from ..results.schema import stable_hash, versioned_id
-from ..vocab import TASK_IO_WITHOUT_DATA, TIMING_VOCAB
+from ..vocab import CUDA_IMPLEMENTATIONS, TASK_IO_WITHOUT_DATA, TIMING_VOCAB
 from .spec import SweepSpec
 
 
@@ -61,6 +61,30 @@ def _implementation_ok(config: str, implementation: str) -> bool:
     from ..timing import implementations_of
 
     return implementation in implementations_of(parse_config(config).kind)
+
+
+def needs_cuda(implementation: str, device: str) -> bool:
+    """Whether a runtime cell of ``implementation`` cannot run on ``device``: ``triton`` and
+    ``cuda-graph`` run only on a CUDA GPU (``vocab.CUDA_IMPLEMENTATIONS``). Such cells are left
+    out of a sweep on another device, and the plan says how many (:func:`left_out`), as ``time
+    --implementation all`` leaves them out: planned, they could only fail."""
+    return implementation in CUDA_IMPLEMENTATIONS and not device.startswith("cuda")
+
+
+def left_out(spec: SweepSpec, device: str | None = None) -> dict[str, int]:
+    """{implementation: number of cells} of the runtime cells :func:`expand` leaves out on
+    ``device`` (default: the spec's), because they need a CUDA GPU; {} when none."""
+    device = device or spec.device
+    counts: dict[str, int] = {}
+    for section in spec.sections:
+        if section.kind != "runtime":
+            continue
+        for implementation in section.settings["implementations"]:
+            if needs_cuda(implementation, device):
+                configs = sum(_implementation_ok(c, implementation) for c in section.configs)
+                counts[implementation] = (counts.get(implementation, 0)
+                                          + configs * len(section.depths) * len(section.seeds))
+    return {k: v for k, v in counts.items() if v}
 
 
 def runtime_io(spec: SweepSpec, section) -> dict:
@@ -114,7 +138,7 @@ def expand(spec: SweepSpec, *, code: str | None = None, device: str | None = Non
                                     f"registered name")
             for config in section.configs:
                 for implementation in section.settings["implementations"]:
-                    if not _implementation_ok(config, implementation):
+                    if not _implementation_ok(config, implementation) or needs_cuda(implementation, device):
                         continue
                     for depth in section.depths:
                         for seed in section.seeds:
@@ -130,7 +154,20 @@ def expand(spec: SweepSpec, *, code: str | None = None, device: str | None = Non
                         cells.append(make_cell(spec.name, {
                             **common, "config": config, "depth": depth, "seed": seed, **section.settings},
                             code, section.timeout_s))
+    _check_distinct(spec, cells)
     return cells
+
+
+def _check_distinct(spec: SweepSpec, cells: list[Cell]) -> None:
+    """A one-line error when two tables of the spec give the same cell (one measurement twice,
+    whichever depths it is timed with)."""
+    seen: set[str] = set()
+    for cell in cells:
+        what = stable_hash({k: v for k, v in cell.spec.items() if k != "timed_with"})
+        if what in seen:
+            raise UserError(f"{spec.path}: two [[runtime]] tables give the same cell ({cell.label()}); "
+                            "list it in one of them")
+        seen.add(what)
 
 
 FILTER_KEYS = ("id", "key", "kind", "task", "config", "depth", "seed", "implementation", "channels", "budget",

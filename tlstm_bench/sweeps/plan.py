@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import checks
 from ..errors import UserError
-from ..events import Progress, reporter
+from ..events import Progress, note, reporter
 from ..results import store
 from ..results.provenance import code_version
 from ..vocab import DEFAULT_DTYPE, parse_device
 from .cell import DEFAULT_CELL_FN
-from .grid import Cell, expand, parse_filters, select
+from .grid import Cell, expand, left_out, parse_filters, select
 from .runner import DONE, FAILED, Outcome, Summary, cell_state, run_local, term_interrupts, wait_elsewhere
 from .slurm import SlurmOptions, run_slurm
 from .spec import SweepSpec, check_device_here, load_spec
@@ -35,6 +35,7 @@ class Plan:
     cells: list[Cell]
     states: dict[str, str]   # cell id -> done | failed | running | todo
     code_version: str
+    left_out: dict[str, int] = field(default_factory=dict)  # implementation -> cells that need CUDA
 
     def count(self, state: str) -> int:
         return sum(s == state for s in self.states.values())
@@ -71,12 +72,23 @@ def plan_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", only=(), d
     if device is not None:
         parse_device(device)
     code = code if code is not None else code_version()
+    skipped = left_out(spec, device)
     cells = select(expand(spec, code=code, device=device, machine=machine), parse_filters(only))
+    if not cells and skipped:
+        raise UserError(f"no cell of sweep {spec.name!r} can run on {device or spec.device}: "
+                        f"{left_out_text(skipped)}; run it with --device cuda on a GPU machine")
     if not cells:
         raise UserError(f"--only matches no cell of sweep {spec.name!r}; run with --dry-run and no --only "
                         f"to see the cells")
     states = {c.id: cell_state(Path(root), c) for c in cells}
-    return Plan(spec, cells, states, code)
+    return Plan(spec, cells, states, code, skipped)
+
+
+def left_out_text(skipped: dict[str, int]) -> str:
+    """``12 cells of triton, cuda-graph left out: they need a CUDA GPU``."""
+    count = sum(skipped.values())
+    return (f"{count} cell{'s' if count != 1 else ''} of {', '.join(skipped)} left out: "
+            f"{'they need' if len(skipped) > 1 or count != 1 else 'it needs'} a CUDA GPU")
 
 
 PLAN_COLUMNS = ("id", "kind", "config", "L", "seed", "size", "settings", "state")
@@ -85,9 +97,10 @@ PLAN_COLUMNS = ("id", "kind", "config", "L", "seed", "size", "settings", "state"
 def plan_title(plan: Plan, *, retry_failed: bool = False) -> str:
     """What every cell shares (the task, the device) and the counts of each state."""
     devices = sorted({c.spec["device"] for c in plan.cells})
-    return (f"sweep {plan.spec.name} ({plan.spec.path}), task {plan.spec.task} on {', '.join(devices)}: "
-            f"{len(plan.cells)} cells, {plan.count('done')} done, {plan.count('failed')} failed, "
-            f"{plan.count('running')} running elsewhere, {len(plan.to_run(retry_failed))} to run")
+    title = (f"sweep {plan.spec.name} ({plan.spec.path}), task {plan.spec.task} on {', '.join(devices)}: "
+             f"{len(plan.cells)} cells, {plan.count('done')} done, {plan.count('failed')} failed, "
+             f"{plan.count('running')} running elsewhere, {len(plan.to_run(retry_failed))} to run")
+    return title + (f"; {left_out_text(plan.left_out)}" if plan.left_out else "")
 
 
 def plan_rows(plan: Plan, *, retry_failed: bool = False) -> list[dict]:
@@ -262,6 +275,8 @@ def run_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", jobs: int =
     if executor == "local":
         check_device_here(device or plan.spec.device)
         check_data_here(plan, data_dir, retry_failed=retry_failed)
+    if plan.left_out:
+        note(reporter(progress), left_out_text(plan.left_out), "warning")
     return run_cells(plan.cells, root, jobs=jobs, executor=executor, cell_fn=cell_fn, retry_failed=retry_failed,
                      slurm=slurm, progress=progress, extra_env=env)
 

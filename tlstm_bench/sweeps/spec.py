@@ -31,6 +31,20 @@ override ``configs``, ``depths``, ``seeds``, ``budget``/``channels`` and ``timeo
     implementations = ["default"]    # "default" = each model's default loop
     seeds = [0]
 
+An implementation is used for the configurations that have it (``triton`` for the tLSTMs,
+``cudnn`` for ``slstm`` and ``lstm``, ...), so one list serves a mixed grid. Different grids in
+one sweep (each size with its own configurations and implementations) are several runtime
+tables, written ``[[runtime]]``; each takes the same keys as ``[runtime]``, the top level's
+under it, and no two may give the same cell::
+
+    [[runtime]]                      # every configuration at M = 100
+    channels = 100
+    implementations = ["triton", "cuda-graph", "cudnn"]
+    [[runtime]]                      # some of them at 10M parameters
+    configs = ["2d", "3d-cn", "slstm", "lstm"]
+    budget = "10M"
+    implementations = ["triton", "cudnn"]
+
 Every unknown key and bad value is a :class:`UserError` naming the file, the key and what
 is allowed. This is the one reader of spec files: the runner reads them with every value checked
 (configurations, sizes, presets and task options, which imports the model and task code), and
@@ -325,10 +339,21 @@ def _runtime_settings(check: _Checker, table: dict) -> dict:
     return settings
 
 
+def _tables(check: _Checker, kind: str, value) -> list[dict]:
+    """The tables of one kind: ``[runtime]`` is one, ``[[runtime]]`` a list of them (runtime only)."""
+    if kind == "runtime" and isinstance(value, list):
+        if not value or not all(isinstance(t, dict) for t in value):
+            raise check.error(kind, "must be a table [runtime] or a list of tables [[runtime]]", value,
+                              show_value=False)
+        return value
+    if not isinstance(value, dict):
+        what = "a table [train] (one per spec)" if kind == "train" else "a table [runtime] or tables [[runtime]]"
+        raise check.error(kind, f"must be {what}", value, show_value=False)
+    return [value]
+
+
 def _section(check: _Checker, kind: str, table: dict, top: dict, check_values: bool = True) -> Section:
     allowed = _TRAIN_KEYS if kind == "train" else _RUNTIME_KEYS
-    if not isinstance(table, dict):
-        raise check.error(kind, "must be a table ([train] or [runtime])", table)
     check.keys(table, allowed, f"{kind}.")
     grid = _grid(check, kind, table, top, check_values)
     settings = (_train_settings(check, table, top, check_values) if kind == "train"
@@ -348,10 +373,11 @@ def _check_cell_count(path: Path, data: dict) -> None:
 
     count = 0
     for kind in ("runtime", "train"):
-        table = data.get(kind)
-        if isinstance(table, dict):
-            count += (length(table, "configs") * length(table, "depths") * length(table, "seeds")
-                      * (length(table, "implementations") if kind == "runtime" else 1))
+        tables = data.get(kind)
+        for table in tables if isinstance(tables, list) else [tables]:
+            if isinstance(table, dict):
+                count += (length(table, "configs") * length(table, "depths") * length(table, "seeds")
+                          * (length(table, "implementations") if kind == "runtime" else 1))
     if count > MAX_CELLS:
         raise UserError(f"{path}: the grid has {count:,} cells, above the limit of {MAX_CELLS:,}; use fewer "
                         "configs, depths or seeds, or split it into several specs")
@@ -375,8 +401,8 @@ def parse_spec(data: dict, path: "str | Path", name: str | None = None, *, check
     if not isinstance(description, str):
         raise check.error("description", "must be a string", description)
     _check_cell_count(path, data)
-    sections = tuple(_section(check, kind, data[kind], data, check_values)
-                     for kind in ("runtime", "train") if kind in data)
+    sections = tuple(_section(check, kind, table, data, check_values)
+                     for kind in ("runtime", "train") if kind in data for table in _tables(check, kind, data[kind]))
     if not sections:
         raise UserError(f"{path}: nothing to run: add a [train] table, a [runtime] table, or both")
     if task == "runtime" and "train" in data:

@@ -109,18 +109,23 @@ def summarize(samples: list[float]) -> dict:
 
 @contextmanager
 def cpu_settings(threads: int | None):
-    """Set the thread count and flush subnormals for the measurement; restore afterwards."""
+    """Set the thread count and flush subnormals for the measurement, and turn TF32 off (float32
+    is timed as float32: cuDNN allows TF32 by default, so its LSTM would round its products
+    otherwise; the record says ``tf32``); restore afterwards."""
     if threads is not None:
         checks.threads(threads, "threads")
     old_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     flushed = bool(torch.set_flush_denormal(True))
+    old_tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     try:
         yield flushed
     finally:
         torch.set_flush_denormal(False)  # torch's default; do not leak into the caller
         torch.set_num_threads(old_threads)
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old_tf32
 
 
 class StepRun:
@@ -267,6 +272,8 @@ def runtime_record(case: Case, run: StepRun, samples_s: list[float], *, seq_len,
         "device": device.type,
         "threads": torch.get_num_threads() if threads is None else threads,
         "dtype": dtype,
+        "tf32": (torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32) if device.type == "cuda"
+        else None,
         "flush_denormal": flushed,
         "clock": "cuda_events" if device.type == "cuda" else "perf_counter",
         "warmup": warmup,

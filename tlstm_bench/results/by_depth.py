@@ -1,0 +1,179 @@
+"""Runtime records as one row per line of the runtime figure: ``results --by-depth``.
+
+A row is one configuration, implementation (and variant, for records converted from a tool that
+timed several of one implementation), model size and batch, in one collection; a column per
+depth holds the median per timestep with its interquartile range, and the last column the
+deepest over the shallowest. It is the table beside the runtime figure (``plot``), and what the
+README's GPU table is generated from (``tlstm-bench results runtime --by-depth --format markdown``).
+The unit is microseconds when every median is below 10 ms (a GPU), else milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..errors import UserError
+from .frame import config_order
+from .table import Column, TableView
+from .view import (NOT_CAUSAL, NOT_CAUSAL_NOTE, WITHIN_SPREAD, WITHIN_SPREAD_NOTE, config_mark, depth_ratio,
+                   device_name_text, unresolved, unresolved_pairs)
+
+
+def _size(row) -> str:
+    budget, channels = row.get("budget"), row.get("channels")
+    if isinstance(budget, str) and budget:
+        return budget
+    return f"M={int(channels)}" if pd.notna(channels) else "-"
+
+
+def _line(row) -> str:
+    """The implementation, with its variant (``triton single/persistent``) when the record has one."""
+    implementation = row.get("implementation")
+    text = str(implementation) if isinstance(implementation, str) else "-"
+    variant = row.get("variant")
+    return f"{text} {variant}" if isinstance(variant, str) and variant else text
+
+
+def line_names(rows: pd.DataFrame) -> pd.Series:
+    """Each runtime record's line in a figure or table: its implementation, and variant if any."""
+    return pd.Series([_line(r) for _, r in rows.iterrows()], index=rows.index, dtype=object)
+
+
+def size_names(rows: pd.DataFrame) -> pd.Series:
+    """Each runtime record's model size: its budget (``10M``), else ``M=100``."""
+    return pd.Series([_size(r) for _, r in rows.iterrows()], index=rows.index, dtype=object)
+
+
+def fastest(rows: pd.DataFrame) -> pd.DataFrame:
+    """The successful runtime records of each configuration's fastest line per model size: the
+    lowest sum of median ms per step over the depths every line of it has (all of a line's own
+    depths where they share none)."""
+    ok = rows[(rows["kind"] == "runtime") & (rows["status"] == "ok") & rows["ms_per_step"].notna()]
+    if ok.empty:
+        return ok
+    lines, sizes = line_names(ok), size_names(ok)
+    keep = []
+    for _, part in ok.groupby([ok["config"], sizes], sort=False):
+        line = lines[part.index]
+        medians = part.groupby([line, part["depth"]])["ms_per_step"].median().unstack()
+        common = medians.dropna(axis=1)
+        totals = (common if common.shape[1] else medians).sum(axis=1)
+        keep.append(part[line == totals.idxmin()])
+    return pd.concat(keep)
+
+
+def _batch(row) -> str:
+    batch = row.get("batch")
+    return str(int(batch)) if pd.notna(batch) else "1"
+
+
+def _cell(values: pd.DataFrame, scale: float) -> str:
+    median = values["ms_per_step"].median() * scale
+    iqr = values["ms_iqr"].dropna()
+    spread = f"\n({_spread(iqr.iloc[-1] * scale, median)})" if len(iqr) else ""  # markdown: on one line
+    return f"{median:.{_digits(median)}f}{spread}"
+
+
+def _spread(value: float, median: float) -> str:
+    """An IQR to the median's decimals, or as many more as its first significant digit needs."""
+    first = max(0, -math.floor(math.log10(value))) if value > 0 else 0
+    return f"{value:.{max(_digits(median), first)}f}"
+
+
+def _digits(value: float) -> int:
+    return 0 if value >= 100 else 1 if value >= 10 else 2 if value >= 1 else 3
+
+
+def provenance_parts(rows: pd.DataFrame) -> list[str]:
+    """Device, driver, libraries, precision and code of the rows, each named once (several: all)."""
+    def values(column: str) -> list[str]:
+        if column not in rows:
+            return []
+        return sorted({str(v) for v in rows[column].dropna() if str(v)})
+
+    parts = [", ".join(device_name_text(v) for v in values("device_name")) or "unknown device"]
+    for column, label in (("driver_version", "driver"), ("torch_version", "torch"), ("cuda_version", "CUDA"),
+                          ("triton_version", "triton"), ("dtype", "")):
+        found = values(column)
+        if found:
+            parts.append(f"{label} {' / '.join(found)}".strip())
+    tf32 = values("tf32")
+    if tf32:
+        parts.append("TF32 " + " / ".join("on" if v == "True" else "off" for v in tf32))
+    commits = [c[:10] for c in values("git_commit")]
+    if commits:
+        parts.append(f"commit {', '.join(commits)}")
+    return [f"{part}," for part in parts[:-1]] + parts[-1:]  # kept whole where the caption wraps
+
+
+def by_depth(frame: pd.DataFrame, *, only_fastest: bool = False) -> tuple[list[TableView], list[str]]:
+    """(tables, notes): one table per collection of the successful runtime records of ``frame``;
+    ``only_fastest``: each configuration's fastest line per size only (:func:`fastest`)."""
+    ok = frame[(frame["kind"] == "runtime") & (frame["status"] == "ok") & frame["ms_per_step"].notna()]
+    if only_fastest:
+        ok = pd.concat([fastest(part) for _, part in ok.groupby("collection", sort=False)]) if len(ok) else ok
+    if ok.empty:
+        raise UserError("no successful runtime records to show by depth; `tlstm-bench results` lists what there is")
+    tables, marks = [], set()
+    for collection, rows in ok.groupby("collection", sort=False):
+        table = _table(str(collection), rows)
+        marks.update(mark for mark in (NOT_CAUSAL, WITHIN_SPREAD) for row in table.rows
+                     if any(mark in cell for cell in row))
+        tables.append(table)
+    notes = {NOT_CAUSAL: NOT_CAUSAL_NOTE, WITHIN_SPREAD: WITHIN_SPREAD_NOTE}
+    return tables, [note for mark, note in notes.items() if mark in marks]
+
+
+def _table(collection: str, rows: pd.DataFrame) -> TableView:
+    rows = rows.assign(_line=line_names(rows), _size=size_names(rows), _batch=[_batch(r) for _, r in rows.iterrows()])
+    depths = sorted({int(d) for d in rows["depth"].dropna()})
+    micro = float(rows["ms_per_step"].max()) < 10.0  # at most 4 digits in microseconds
+    scale, unit = (1000.0, "us") if micro else (1.0, "ms")
+    sizes, batches = sorted(set(rows["_size"])), sorted(set(rows["_batch"]))
+    shown = [("size", len(sizes) > 1), ("batch", batches != ["1"])]  # a column only where rows differ
+    groups = []
+    for (config, line, size, batch), part in rows.groupby(["config", "_line", "_size", "_batch"], sort=False):
+        by = {int(d): g for d, g in part.groupby("depth")}
+        newest = {d: g.iloc[-1] for d, g in by.items()}  # the ≈ rule compares one record per depth
+        close = {d for pair in unresolved_pairs(newest) for d in pair}
+        mark = config_mark(False) if (part["causal"] == False).any() else ""  # noqa: E712 - pandas
+        label = [f"{config}{mark}", line] + [v for v, (_, on) in zip((size, batch), shown) if on]
+        cells = [(WITHIN_SPREAD if d in close else "") + _cell(by[d], scale) if d in by else "-" for d in depths]
+        order = (config_order(config), not size.startswith("M="), size, batch, by[max(by)]["ms_per_step"].median())
+        groups.append((order, label + cells + [_ratio(newest)]))
+    common = [f"{name} {values[0]}" for (name, on), values in zip(shown, (sizes, batches)) if not on]
+    common = [c.replace("size ", "") for c in common if c != "batch 1"]
+    title = f"{collection}: {unit} per timestep (forward + loss + backward), median (IQR)"
+    table = TableView(title=title + (f", {', '.join(common)}" if common else ""), caption=provenance_parts(rows))
+    headers = ["config", "impl"] + [name for name, on in shown if on] + [f"L={d}" for d in depths]
+    headers.append(f"L{depths[-1]}/L{depths[0]}" if len(depths) > 1 else "ratio")
+    labels = len(headers) - len(depths) - 1
+    table.columns = [Column(h, justify="left" if i < labels else "right") for i, h in enumerate(headers)]
+    table.rows = [row for _, row in sorted(groups, key=lambda g: g[0])]
+    return table
+
+
+def _ratio(newest: dict) -> str:
+    """The deepest over the shallowest depth (the median of their paired rounds where they were
+    timed together), marked ≈ where the data cannot order them."""
+    first, last = min(newest), max(newest)
+    if first == last:
+        return "-"
+    mark = WITHIN_SPREAD if unresolved(newest[first], newest[last]) else ""
+    return f"{mark}{depth_ratio(newest[first], newest[last]):.2f}"
+
+
+def markdown(tables: list[TableView], notes: list[str]) -> str:
+    """The tables as Markdown: each its title in bold, the table, its provenance under it."""
+    out = []
+    for table in tables:
+        out.append(f"**{table.title}**\n")
+        out.append("| " + " | ".join(c.header for c in table.columns) + " |")
+        out.append("|" + "|".join("---:" if c.justify == "right" else "---" for c in table.columns) + "|")
+        out += ["| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in row) + " |"
+                for row in table.rows]
+        out.append(f"\n{' '.join(table.caption)}\n")
+    out += [f"{note}\n" for note in notes]
+    return "\n".join(out)
