@@ -63,17 +63,9 @@ def _assert_same(config, depth, *, dtype=torch.float32, **kw):
     """triton equals eager on the same values (model_helpers.outputs_and_grads; tiny sizes: the
     interpreter runs each kernel op in numpy)."""
     kw = {"seq_len": 3, "channels": 4, **kw}
-    ref = outputs_and_grads(config, depth, "eager", dtype=dtype, device=DEVICE, **kw)
+    ref = outputs_and_grads(config, depth, "eager", dtype=dtype, device=DEVICE, **{**kw, "precision": None})
     got = outputs_and_grads(config, depth, "triton", dtype=dtype, device=DEVICE, **kw)
-    assert got.keys() == ref.keys()
-    for name, want in ref.items():
-        assert want is not None and got[name] is not None, name
-        if dtype == torch.float64:
-            torch.testing.assert_close(got[name], want, rtol=1e-9, atol=1e-10, msg=name)
-        else:  # float32 sums in another order: relative to the tensor's largest entry
-            scale = want.abs().max().clamp_min(1e-3)
-            err = (got[name] - want).abs().max()
-            assert err <= 2e-5 * scale, f"{name}: max error {err:.3g} vs scale {scale:.3g}"
+    _assert_close_to(ref, got, dtype, kw.get("precision") or "ieee")
 
 
 @pytest.mark.triton
@@ -84,16 +76,21 @@ def test_triton_equals_eager_across_tiles_float64(tt, small_tiles, config, batch
     _assert_same(config, 2, dtype=torch.float64, batch=batch, seq_len=2, **small_tiles)
 
 
-def _assert_close_to(ref: dict, got: dict, dtype) -> None:
+def _assert_close_to(ref: dict, got: dict, dtype, precision: str = "ieee") -> None:
+    """float64: equal to 1e-9. float32 (against float64, or summed in another order): the
+    largest error relative to the tensor's largest entry, within the precision's stated
+    tolerance (tiles.TEST_TOLERANCE: 2e-5 for ieee and tf32x3, 5e-3 for tf32)."""
+    from tlstm_bench.models.triton_tlstm.tiles import TEST_TOLERANCE
+
     assert got.keys() == ref.keys()
     for name, want in ref.items():
         assert want is not None and got[name] is not None, name
         if dtype == torch.float64:
             torch.testing.assert_close(got[name], want, rtol=1e-9, atol=1e-10, msg=name)
-        else:  # float32 against float64: relative to the tensor's largest entry
+        else:
             scale = want.abs().max().clamp_min(1e-3)
             err = (got[name] - want).abs().max()
-            assert err <= 2e-5 * scale, f"{name}: max error {err:.3g} vs scale {scale:.3g}"
+            assert err <= TEST_TOLERANCE[precision] * scale, f"{name}: max error {err:.3g} vs scale {scale:.3g}"
 
 
 # One program (batch 1, BN >= N, BM >= M): the interpreter runs programs one after another,
@@ -127,9 +124,86 @@ def test_persistent_kernels_float32_match_the_float64_oracle(tt, config, depth):
     _assert_close_to(ref, got, torch.float32)
 
 
-def _geometry(tt, batch=1, channels=4, config="3d-cn", depth=2):
+@pytest.fixture
+def fold_tiles(tt, monkeypatch):
+    """The batch folded into the rows with tiles that cut across examples at tiny sizes: a
+    test-only menu entry of 4 rows (2D at L = 3 has 3 locations, 3D at L = 3 nine, so a tile
+    holds rows of two examples) and 4 channels, forced per step. On a GPU, the shipped fold
+    tiles at M = 40."""
+    if DEVICE != "cpu":
+        with tt.forced(menu="fold", persistent=False):
+            yield dict(channels=40)
+        return
+    from tlstm_bench.models.triton_tlstm import tiles
+
+    monkeypatch.setitem(tiles.MENU, "tinyfold", tiles.Menu(bn=4, bm=4, bk=4, bg=8, fold=True))
+    with tt.forced(menu="tinyfold", persistent=False):
+        yield dict(channels=5)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("config,depth,batch", [("3d-ln", 3, 2), ("3d-cn", 2, 3), ("2d-m:norm=cn", 3, 3),
+                                                ("2d", 3, 2)])
+def test_folded_batch_equals_eager_float64(tt, fold_tiles, config, depth, batch):
+    """The batch folded into a tile's rows (issue 28), tiles holding rows of two examples:
+    per-row LN statistics and sums, z, the output corner and the final state of each row's
+    own example, exact in float64."""
+    _assert_same(config, depth, dtype=torch.float64, batch=batch, seq_len=2, **fold_tiles)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("config,depth", [("3d-ln", 2), ("2d-m:norm=cn", 3)])
+def test_folded_batch_persistent_equals_eager_float64(tt, config, depth):
+    """The folded rows through the persistent kernels: batch 3 in one 16 x 16 program (the
+    "fold" entry; one program is all the interpreter can run through a spin barrier)."""
+    if DEVICE != "cpu":
+        pytest.skip("the one-program interpreter check")
+    kw = dict(batch=3, seq_len=3, channels=4)
+    ref = outputs_and_grads(config, depth, "eager", dtype=torch.float64, device=DEVICE, **kw)
+    with tt.forced(menu="fold", persistent=True):
+        got = outputs_and_grads(config, depth, "triton", dtype=torch.float64, device=DEVICE, **kw)
+    _assert_close_to(ref, got, torch.float64)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("precision", ["ieee", "tf32x3", "tf32"])
+@pytest.mark.parametrize("menu,config", [("wide", "3d-cn"), ("fold", "2d-m:norm=cn"), ("fold64", "3d-ln")])
+def test_each_precision_matches_the_float64_oracle(tt, precision, menu, config):
+    """float32 at each precision through tile sets whose products are tl.dot (16 and more on
+    every side), against eager in float64, within that precision's stated tolerance
+    (tiles.TEST_TOLERANCE). The interpreter ignores input_precision (tf32 computes as ieee
+    there); compiled on a GPU (TLSTM_TRITON_TEST_DEVICE=cuda) the tolerance is what is tested."""
+    ref = outputs_and_grads(config, 2, "eager", dtype=torch.float64, device=DEVICE, batch=2, seq_len=3, channels=4)
+    with tt.forced(menu=menu, persistent=False):
+        got = outputs_and_grads(config, 2, "triton", dtype=torch.float32, device=DEVICE, batch=2, seq_len=3,
+                                channels=4, precision=precision)
+    _assert_close_to(ref, got, torch.float32, precision)
+
+
+def test_precision_reaches_the_kernels_only_through_dot_tiles(tt):
+    """The kernels' PRECISION constexpr: the asked precision where products are tl.dot, ieee
+    where they are sums (one compiled variant, not three); the geometry says which."""
+    for menu, dots in (("wide", True), ("fold64", True), ("single", False), ("narrow", False)):
+        with tt.forced(menu=menu):
+            geo = _geometry(tt, precision="tf32")
+        assert geo.tiles["PRECISION"] == ("tf32" if dots else "ieee")
+        assert geo.describe()["tensor_cores"] is dots and geo.describe()["precision"] == "tf32"
+    with pytest.raises(UserError, match="unknown precision"):
+        _geometry(tt, precision="bf16")
+
+
+def test_fold_grid_has_the_batch_in_its_rows(tt):
+    """Folded: one grid row of tiles over B x N rows; not folded: one per example."""
+    with tt.forced(menu="fold"):
+        assert _geometry(tt, batch=15, config="2d", depth=1).grid == (1, 1, 1)
+        assert _geometry(tt, batch=15, config="3d-cn", depth=2).grid == (1, 4, 1)  # 60 rows
+    with tt.forced(menu="wide"):
+        assert _geometry(tt, batch=15, config="2d", depth=1).grid == (15, 1, 1)
+
+
+def _geometry(tt, batch=1, channels=4, config="3d-cn", depth=2, precision="ieee"):
     model = build_model(config, depth, input_size=3, output_size=2, channels=channels)
-    return tt.Geometry(model, 3, batch)
+    return tt.Geometry(model, 3, batch, precision)
 
 
 @pytest.mark.triton
@@ -206,6 +280,28 @@ def test_tiles_come_from_the_table_else_the_default(tt, tmp_path, monkeypatch):
     assert tiles.choose(100, 10, 2, 15, "float32") == ("wide", True)
     assert tiles.choose(100, 10, 2, 1, "float64") == ("fp64", None)
     assert set(tiles.FLOAT32_MENU) | {"fp64"} == set(tiles.MENU)
+
+
+def test_table_rows_per_precision_and_the_training_choice(tt, tmp_path, monkeypatch):
+    """Rows carry a precision (none: ieee, the older tables) and may say triton beat fast
+    there (fast_us_per_step): what training on CUDA runs when no implementation is named.
+    Without such a row, or on a CPU, the model's default; a precision other than ieee is
+    triton's alone."""
+    from tlstm_bench.models import training_implementation
+    from tlstm_bench.models.triton_tlstm import tiles
+
+    old = dict(m=100, n=100, kd=9, batch=15, dtype="float32", menu="wide", persistent=False, us_per_step=9.0)
+    fold = dict(old, precision="tf32x3", menu="fold64", persistent=True, us_per_step=3.0, fast_us_per_step=20.0)
+    slow = dict(old, precision="tf32", menu="fold", us_per_step=30.0, fast_us_per_step=20.0)
+    (tmp_path / "t.json").write_text(json.dumps({"entries": [old, fold, slow]}))
+    monkeypatch.setattr(tiles, "TABLE", tmp_path / "t.json")
+    assert tiles.choose(100, 100, 9, 15, "float32") == ("wide", False)
+    assert tiles.choose(100, 100, 9, 15, "float32", "tf32x3") == ("fold64", True)
+    assert tiles.beats_fast(100, 100, 9, 15, "float32", "tf32x3")
+    assert not tiles.beats_fast(100, 100, 9, 15, "float32", "tf32")  # measured slower
+    assert not tiles.beats_fast(100, 100, 9, 15, "float32")  # no fast time in the row
+    model = build_model("3d-cn", 10, vocab=5, channels=100)
+    assert training_implementation(model, 15, "tf32x3") == "fast"  # a CPU: the default
 
 
 @pytest.mark.triton
@@ -296,6 +392,18 @@ def test_triton_without_cuda_or_interpreter_is_a_clean_error():
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "need a CUDA GPU" in done.stderr + done.stdout and "Traceback" not in done.stderr
+
+
+def test_a_precision_other_than_ieee_is_triton_only():
+    """--precision tf32 with fast is one line and exit 2, on time and train alike."""
+    for args in (["time", "2d", "--depths", "1", "--channels", "4", "--seq-len", "3", "--no-store"],
+                 ["train", "2d", "--task", "memorization", "--channels", "4", "--max-samples", "2",
+                  "--implementation", "fast"]):
+        result = CliRunner().invoke(app, [*args, "--precision", "tf32"])
+        assert result.exit_code == 2, result.output
+        assert "runs only in the triton kernels" in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(app, ["time", "2d", "--depths", "1", "--no-store", "--precision", "fp8"])
+    assert result.exit_code == 2 and "must be one of ieee, tf32x3, tf32" in result.output
 
 
 def test_time_all_on_cpu_leaves_out_the_cuda_implementations():

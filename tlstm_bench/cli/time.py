@@ -11,12 +11,13 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
-from ..vocab import DEFAULT_DTYPE, DEVICES, DTYPES, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP
+from ..vocab import (DEFAULT_DTYPE, DEFAULT_PRECISION, DEVICES, DTYPES, PRECISIONS, TIMING_REPEATS, TIMING_SEQ_LEN,
+                     TIMING_VOCAB, TIMING_WARMUP)
 from .app import ResultsDir, app, console, err_console, handles_user_errors, parse_int_list
 from .render import Renderer
 
 CSV_FIELDS = ["config", "implementation", "depth", "channels", "tensor_size", "params", "seq_len", "device",
-              "device_name", "threads", "dtype", "repeats", "ms_per_step", "ms_q25", "ms_q75", "ms_iqr"]
+              "device_name", "threads", "dtype", "precision", "repeats", "ms_per_step", "ms_q25", "ms_q75", "ms_iqr"]
 
 
 @app.command(name="time")
@@ -34,6 +35,8 @@ def time_(
     warmup: Annotated[int, typer.Option(help="Untimed runs per case first.")] = TIMING_WARMUP,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads (default: torch's current count).")] = None,
     dtype: Annotated[str, typer.Option(help=" or ".join(DTYPES) + ".")] = DEFAULT_DTYPE,
+    precision: Annotated[str, typer.Option(help=", ".join(PRECISIONS) + " (not ieee: triton's tensor "
+                                                                      "cores).")] = DEFAULT_PRECISION,
     vocab: Annotated[int, typer.Option(help="Token input and output size (default: enwik8's).")] = TIMING_VOCAB,
     seed: Annotated[int, typer.Option(help="Seed of the model and the input.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of the records.")] = False,
@@ -61,7 +64,8 @@ def time_(
     with Renderer(err_console) as report:
         records = measure_cases(cases, channels=channels, budget=budget, vocab=vocab, seq_len=seq_len,
                                 device=device, repeats=repeats, warmup=warmup, threads=threads, dtype=dtype,
-                                seed=seed, on_failure=failed.__setitem__, progress=None if quiet else report)
+                                seed=seed, on_failure=failed.__setitem__, progress=None if quiet else report,
+                                precision=precision)
     paths = save_records(records, "timing", folder.store) if store else []
     if as_json:
         print(json.dumps(records))
@@ -88,7 +92,8 @@ def _print_table(records: list[dict], levels: list[int], paths: list, settings: 
     console.print(table)
     first = records[0]
     threads = f"{first['threads']} thread{'' if first['threads'] == 1 else 's'}"
-    console.print(f"{first['device_name']} ({first['device']}), {threads}, {first['dtype']}, "
+    precision = "" if first.get("precision", DEFAULT_PRECISION) == DEFAULT_PRECISION else f" ({first['precision']})"
+    console.print(f"{first['device_name']} ({first['device']}), {threads}, {first['dtype']}{precision}, "
                   f"flush denormals: {first['flush_denormal']}; {settings}, interleaved. "
                   "ms per timestep: median (IQR).", highlight=False)
     if any(WITHIN_SPREAD in cell for column in table.columns for cell in column.cells):

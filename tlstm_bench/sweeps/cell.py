@@ -53,8 +53,8 @@ def execute(spec: dict, *, checkpoint_dir: "Path | None" = None, group_dir: "Pat
     size = {"channels": spec.get("channels"), "budget": spec.get("budget")}
     from ..training import TrainSettings, train
 
-    given = {k: spec[k] for k in ("preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping")
-             if k in spec}
+    given = {k: spec[k] for k in ("preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping",
+                                  "precision") if k in spec}
     return train(TrainSettings(spec["config"], spec["depth"], task=spec["task"], **size, seed=spec["seed"],
                                device=spec["device"], checkpoint_dir=checkpoint_dir, **given,
                                task_options=spec.get("options", {})))

@@ -35,8 +35,9 @@ from ..models.build import FAMILIES
 from ..models.cuda_graph import GraphedStep, check_cuda
 from ..models.memory import MemoryEstimate, check_fits, model_memory
 from ..results import provenance
-from ..vocab import (CUDA_IMPLEMENTATIONS, DEFAULT_DTYPE, DEFAULT_IMPLEMENTATION, DTYPES, GRAPHED_IMPLEMENTATIONS,
-                     MAX_REPEATS, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP, torch_device)
+from ..vocab import (CUDA_IMPLEMENTATIONS, DEFAULT_DTYPE, DEFAULT_IMPLEMENTATION, DEFAULT_PRECISION, DTYPES,
+                     GRAPHED_IMPLEMENTATIONS, MAX_REPEATS, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB,
+                     TIMING_WARMUP, check_precision, torch_device)
 
 
 STEADY_WITHIN = 0.10  # warm-up goes on until its last two runs agree this closely (relative)
@@ -132,9 +133,10 @@ class StepRun:
     """
 
     def __init__(self, case: Case, *, channels, budget, vocab, input_size, output_size, seq_len,
-                 device, dtype, seed):
+                 device, dtype, seed, precision: str = DEFAULT_PRECISION):
         self.case = case
         self.implementation = case.implementation or default_implementation(case.config)
+        self.precision = check_precision(precision, self.implementation)
         loop = GRAPHED_IMPLEMENTATIONS.get(self.implementation)
         if loop is not None:
             check_cuda(device)
@@ -143,6 +145,7 @@ class StepRun:
                                  output_size=output_size, channels=channels, budget=budget,
                                  implementation=loop or self.implementation)
         self.model.to(device=device, dtype=dtype)
+        self.model.precision = precision  # read by the triton kernels (docs/triton.md, "Precision")
         gen = torch.Generator().manual_seed(seed)
         out = self.model.output_size
         if self.model.tokens:
@@ -234,6 +237,8 @@ def runtime_record(case: Case, run: StepRun, samples_s: list[float], *, seq_len,
         "device": device.type,
         "threads": torch.get_num_threads() if threads is None else threads,
         "dtype": dtype,
+        "precision": run.precision,
+        **({"kernels": model.__dict__["triton_last"]} if "triton_last" in model.__dict__ else {}),
         "flush_denormal": flushed,
         "clock": "cuda_events" if device.type == "cuda" else "perf_counter",
         "warmup": warmup,
@@ -276,6 +281,7 @@ class Setup:
     seed: int
     threads: int | None
     min_sample_s: float
+    precision: str = DEFAULT_PRECISION
 
     def implementation(self, case: Case) -> str:
         return case.implementation or default_implementation(case.config)
@@ -283,7 +289,8 @@ class Setup:
     def build(self, case: Case) -> StepRun:
         return StepRun(case, channels=self.channels, budget=self.budget, vocab=self.vocab,
                        input_size=self.input_size, output_size=self.output_size, seq_len=self.seq_len,
-                       device=torch.device(self.device), dtype=getattr(torch, self.dtype), seed=self.seed)
+                       device=torch.device(self.device), dtype=getattr(torch, self.dtype), seed=self.seed,
+                       precision=self.precision)
 
 
 @dataclass(frozen=True)
@@ -294,10 +301,13 @@ class Plan:
     warmups: dict
 
 
-def check_settings(cases: list[Case], *, repeats, warmup, seq_len, seed, dtype, device) -> torch.device:
+def check_settings(cases: list[Case], *, repeats, warmup, seq_len, seed, dtype, device,
+                   precision: str = DEFAULT_PRECISION) -> torch.device:
     """One-line errors for settings no measurement can have; the device to time on."""
     if not cases:
         raise UserError("nothing to time: give at least one configuration and depth")
+    for case in cases:
+        check_precision(precision, case.implementation or default_implementation(case.config))
     checks.integer(repeats, "repeats", maximum=MAX_REPEATS)
     checks.integer(warmup, "warmup", minimum=0, maximum=MAX_REPEATS)
     checks.integer(seq_len, "seq_len (T)", maximum=MAX_DIM)

@@ -38,7 +38,7 @@ from ..atomic import clean_stale_temps, disk_problem
 from ..audit import causal
 from ..errors import UserError
 from ..events import Event, Progress, Reporter, note, reporter
-from ..models import build_model
+from ..models import build_model, training_implementation
 from ..models.memory import check_fits, model_memory
 from ..results import code_version, provenance
 from ..results.schema import record_key, stable_hash, versioned_id
@@ -121,6 +121,7 @@ def _identity(model, task: Task, s: TrainSettings, device: torch.device) -> dict
         "early_stopping": s.early_stopping if not task.online else None, "sample_unit": task.sample_unit,
         "implementation": model.implementation, "seed": s.seed, "flush_denormal": True, "device": device.type,
     }
+    head["precision"] = s.precision  # in every record; in the key only when not ieee (record_key)
     head["key"] = record_key(head)
     if s.input_init != DEFAULT_INPUT_INIT:
         # Only a non-default init enters the record and its key, so every earlier record and
@@ -129,6 +130,16 @@ def _identity(model, task: Task, s: TrainSettings, device: torch.device) -> dict
         head["key"] = stable_hash({"key": head["key"], "input_init": s.input_init})
     head["id"] = versioned_id(head["key"], code_version())
     return head
+
+
+def choose_loop(model, s: TrainSettings) -> None:
+    """The model's sequence loop and precision for this run: the one named, else on a CUDA GPU
+    the fastest correct one the shipped tuning table measured for this shape
+    (``models.training_implementation``: ``fast`` unless a device run showed ``triton`` faster);
+    the record names it (``implementation``, ``precision``)."""
+    if s.implementation is None:
+        model.implementation = training_implementation(model, s.batch_size, s.precision)
+    model.precision = s.precision
 
 
 def init_inputs(model, input_init: str) -> None:
@@ -167,6 +178,7 @@ class Trainer:
                             implementation=s.implementation, **task.model_io())
         init_inputs(model, s.input_init)
         model.to(device)
+        choose_loop(model, s)
         optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
         stream = task.train_stream(s.batch_size, s.seed)
         self.record = _identity(model, task, s, device)

@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import checks
 from ..checks import MAX_DIM
 from ..errors import UserError
-from ..vocab import LEARNING_RATE, TASK_NAMES, parse_device
+from ..vocab import DEFAULT_PRECISION, LEARNING_RATE, TASK_NAMES, check_precision, parse_device
 from .presets import get_preset
 
 DEFAULT_PATIENCE = 5
@@ -53,6 +53,9 @@ class TrainSettings:
             the default) or ``normal`` (N(0, 1), torch's nn.Embedding and Torch7's LookupTable).
             Off by default: the paper does not say. Measured on memorization (docs/fidelity.md,
             row 14): faster at L = 4, slower at L = 1, no help at the paper's size.
+        precision: the products' precision in float32 (``vocab.PRECISIONS``): ``ieee`` (the
+            default, every implementation) or ``tf32x3`` / ``tf32`` (the ``triton`` kernels'
+            tensor cores; with no implementation named, it runs ``triton``).
     """
 
     config: str
@@ -77,6 +80,7 @@ class TrainSettings:
     checkpoint_dir: "str | Path | None" = None
     checkpoint_every: int | None = None
     input_init: str = DEFAULT_INPUT_INIT
+    precision: str = DEFAULT_PRECISION
 
     def __post_init__(self):
         if self.early_stopping is not None and not isinstance(self.early_stopping, bool):
@@ -93,6 +97,8 @@ class TrainSettings:
         if self.threads is not None:
             checks.threads(self.threads)
         parse_device(self.device)
+        check_precision(self.precision, self.implementation or ("triton" if self.precision != DEFAULT_PRECISION
+                                                                 else None))
         if self.input_init not in INPUT_INITS:
             raise UserError(f"unknown input_init {self.input_init!r}; use one of {', '.join(INPUT_INITS)}")
         # A task option left None is not given (the CLI passes every option it has).
