@@ -205,7 +205,6 @@ def timed_ms(fn, device: str) -> float:
 
 def base_record(v: Variant, model, device: str) -> dict:
     """The store-schema fields of a variant's runtime record (results.schema)."""
-    from tlstm_bench.models.triton_tlstm import tiles  # noqa: F401  (the package is importable: the gpu extra)
     from tlstm_bench.results import provenance
 
     tlstm = hasattr(model, "arch")

@@ -498,3 +498,34 @@ def test_diag_end_to_end_reports_each_menu_and_knob(tt, monkeypatch):
     assert [(r["menu"], r["knob"]) for r in recs] == [("single", "default"), ("single", "kdp4")]
     assert all(r["ok"] and r["max_rel"] < 1e-4 for r in recs), recs
     assert "TLSTM_TRITON_DIAG_KDP_MIN" not in os.environ  # the knob is undone
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_path):
+    """benchmarks/triton_session.py (issue 28's one device call) on the CPU at toy sizes: every
+    variant checked against float64 eager and timed, records of the store's schema (with the
+    precision and what the kernels ran), a tuning-table row per triton shape and precision
+    (the training one with fast's time beside it), the targets printed."""
+    pytest.importorskip("triton")
+    from tlstm_bench.results.schema import record_problem
+
+    root = os.path.join(os.path.dirname(__file__), "..")
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=root)
+    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "triton_session.py"), "--device", "cpu",
+                           "--out", str(tmp_path), "--budget-s", "3000", "--rounds", "3", "--groups", "train,m100"],
+                          capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = [json.loads(p.read_text()) for p in (tmp_path / "store" / "triton-session").glob("*.json")]
+    assert len(records) == 4 and all(record_problem(r) is None for r in records)
+    by = {(r["session_group"], r["variant"]): r for r in records}
+    fold = by[("train", "triton:fold/step:tf32x3")]
+    assert fold["precision"] == "tf32x3" and fold["check_ok"] and fold["kernels"]["menu"] == "fold"
+    assert fold["batch"] == 3 and fold["samples_per_s"] > 0 and fold["repeats"] >= 3
+    assert by[("m100", "triton:auto:ieee")]["check_max_rel"] < 2e-5
+    rows = json.loads((tmp_path / "table.json").read_text())["entries"]
+    assert {(r["batch"], r["precision"]) for r in rows} == {(1, "ieee"), (3, "tf32x3")}
+    assert [r for r in rows if r["batch"] == 3][0]["fast_us_per_step"] > 0
+    targets = (tmp_path / "targets.txt").read_text()
+    assert "MET: every timed triton variant right against float64 eager" in targets
+    assert "UNMEASURED: 3d-cn L=10 <= 20 us" in targets

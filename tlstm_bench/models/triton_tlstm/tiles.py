@@ -55,7 +55,7 @@ MENU = {
     "narrow": Menu(4, 8, 128, 128),
     "single": Menu(1, 8, 128, 128),
     "fold": Menu(16, 16, 32, 64, fold=True),
-    "fold64": Menu(64, 32, 32, 32, warps=8, fold=True),
+    "fold64": Menu(64, 32, 16, 16, warps=8, fold=True),
     "fp64": Menu(8, 16, 16, 16),
 }
 FLOAT32_MENU = ("wide", "narrow", "single", "fold", "fold64")
