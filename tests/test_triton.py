@@ -301,7 +301,8 @@ def test_table_rows_per_precision_and_the_training_choice(tt, tmp_path, monkeypa
     assert not tiles.beats_fast(100, 100, 9, 15, "float32", "tf32")  # measured slower
     assert not tiles.beats_fast(100, 100, 9, 15, "float32")  # no fast time in the row
     model = build_model("3d-cn", 10, vocab=5, channels=100)
-    assert training_implementation(model, 15, "tf32x3") == "fast"  # a CPU: the default
+    assert training_implementation(model, 15) == "fast"  # a CPU: the default
+    assert training_implementation(model, 15, "tf32x3") == "triton"  # the only loop with tf32x3
 
 
 @pytest.mark.triton
@@ -419,8 +420,9 @@ def test_time_all_on_cpu_leaves_out_the_cuda_implementations():
 def test_triton_kernels_compile_for_a100_and_h100():
     """The interpreter does not compile; Triton's GPU compiler (and ptxas, in the wheel) runs
     without a GPU: every step-body variant the dispatcher can launch (dtype x tile menu x norm
-    x memory conv, inside the persistent kernels, and the per-step kernels for one combination)
-    compiles for sm_80 and sm_90 (benchmarks/triton_compile.py --ci). float64 through tl.dot
+    x memory conv, inside the persistent kernels, and the per-step kernels for one combination),
+    every precision of the tl.dot tiles and the folded rows compile for sm_80 and sm_90
+    (benchmarks/triton_compile.py --ci). float64 through tl.dot
     failed here under Triton 3.6, the device's version, before common.mma."""
     pytest.importorskip("triton")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -429,7 +431,8 @@ def test_triton_kernels_compile_for_a100_and_h100():
     assert done.returncode == 0, done.stdout + done.stderr
     compiled = re.search(r"(\d+) of (\d+) variants compiled", done.stdout)
     assert compiled and compiled.group(1) == compiled.group(2), done.stdout
-    for needle in ("sm_80 fp64 fp64", "sm_90 fp64 fp64", "sm_90 fp32 single", "forward_persistent", "backward_step"):
+    for needle in ("sm_80 fp64 fp64", "sm_90 fp64 fp64", "sm_90 fp32 single", "forward_persistent", "backward_step",
+                   "sm_90 fp32 fold ieee", "sm_80 fp32 fold64 tf32x3", "sm_90 fp32 wide tf32 "):
         assert needle in done.stdout, needle
 
 
@@ -529,3 +532,25 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
     targets = (tmp_path / "targets.txt").read_text()
     assert "MET: every timed triton variant right against float64 eager" in targets
     assert "UNMEASURED: 3d-cn L=10 <= 20 us" in targets
+
+
+def test_training_records_its_loop_and_precision():
+    """A training run's record says which loop and precision ran: with no implementation
+    named, a precision other than ieee runs triton (the kernels' tensor cores), ieee the
+    model's default on a CPU; a precision enters the record's key only when it is not ieee."""
+    from tlstm_bench.events import reporter
+    from tlstm_bench.results.schema import record_key
+    from tlstm_bench.training import TrainSettings
+    from tlstm_bench.training.loop import Trainer
+
+    def record(**kw):
+        s, task = TrainSettings("2d", 1, task="memorization", channels=4, task_options={"symbols": 2}, **kw).resolve()
+        return Trainer(s, task, torch.device("cpu"), reporter(False), started=0.0).record
+
+    plain, tf32 = record(), record(precision="tf32x3")
+    assert (plain["implementation"], plain["precision"]) == ("fast", "ieee")
+    assert (tf32["implementation"], tf32["precision"]) == ("triton", "tf32x3")
+    assert plain["key"] == record_key({k: v for k, v in plain.items() if k != "precision"})  # as before
+    assert record(implementation="triton")["key"] != tf32["key"]
+    with pytest.raises(UserError, match="runs only in the triton kernels"):
+        record(implementation="fast", precision="tf32")

@@ -35,10 +35,10 @@ def training_implementation(model, batch: int, precision: str = "ieee") -> str:
     CUDA GPU where the shipped tuning table (``triton_tlstm/tuning.json``) measured it correct
     and faster than ``fast`` at this shape (M, locations, Kd, batch, dtype, precision), or at a
     precision only triton has; the model's own default otherwise (also without Triton)."""
+    if isinstance(model, TLSTM) and precision != "ieee":
+        return "triton"  # the only loop that has it (on a CPU it says it needs CUDA)
     if not isinstance(model, TLSTM) or model.w_h.device.type != "cuda":
         return model.implementation
-    if precision != "ieee":
-        return "triton"
     try:
         import triton  # noqa: F401
     except ImportError:
