@@ -554,3 +554,22 @@ def test_training_records_its_loop_and_precision():
     assert record(implementation="triton")["key"] != tf32["key"]
     with pytest.raises(UserError, match="runs only in the triton kernels"):
         record(implementation="fast", precision="tf32")
+
+
+def test_a_sweep_spec_may_name_a_precision(tmp_path):
+    """precision in [runtime] (or [train]) reaches the cells' specs, and so their keys; a spec
+    without it gives the cells it gave before (no precision key); a bad one is one line."""
+    from tlstm_bench.sweeps.grid import expand
+    from tlstm_bench.sweeps.spec import load_spec
+
+    text = ('task = "runtime"\nconfigs = ["2d"]\ndepths = [1]\nchannels = 4\ndevice = "cpu"\n'
+            '[runtime]\nimplementations = ["triton"]\n')
+    (tmp_path / "plain.toml").write_text(text)
+    (tmp_path / "tf.toml").write_text(text + 'precision = "tf32x3"\n')
+    (tmp_path / "bad.toml").write_text(text + 'precision = "fp8"\n')
+    plain = expand(load_spec(tmp_path / "plain.toml"))
+    tf = expand(load_spec(tmp_path / "tf.toml"))
+    assert "precision" not in plain[0].spec and tf[0].spec["precision"] == "tf32x3"
+    assert plain[0].key != tf[0].key
+    with pytest.raises(UserError, match="runtime.precision"):
+        load_spec(tmp_path / "bad.toml")
