@@ -15,14 +15,19 @@ It prints each variant's registers and stack (spills) from cuobjdump.
     python benchmarks/triton_compile.py --ci             # what the test suite compiles (see below)
     python benchmarks/triton_compile.py --arch 90 --dtype fp64 --jobs 4
 
-``--ci`` (tests/test_triton.py, about 3 minutes on 2 idle cores) compiles at the first shape,
-for the newest architecture asked for (sm_90), the two persistent kernels of every dtype x
-menu x norm x memory-conv combination: their loops call the step bodies with every flag the
-per-step kernels take (first/middle/finisher, last/middle), so every step-body variant is
-compiled; the per-step kernels, thin wrappers around the same bodies, for LN + memory conv
-(the heaviest) with the wide and float64 tiles; and for the older architectures (sm_80) the
-persistent kernels of LN + memory conv for every dtype x menu. Run it without
-TRITON_INTERPRET set. Exits 1 if a variant fails to compile.
+Every precision (ieee, tf32x3, tf32) is compiled for the tile sets whose products are
+``tl.dot``; the others take ieee whatever is asked (launch.Geometry).
+
+``--ci`` (tests/test_triton.py) compiles at the first shape one variant of every step body in
+every precision: for the newest architecture asked for (sm_90), the two persistent kernels
+(their loops call the step bodies with every flag the per-step kernels take:
+first/middle/finisher, last/middle) of every norm x memory conv with a tl.dot tile set
+(wide), a broadcast-sum one (narrow), the batch folded into the rows (fold) and float64, and
+of LN + memory conv (the heaviest) with every tile set; the per-step kernels, thin wrappers
+around the same bodies, for the heaviest with the wide and float64 tiles; tf32x3 and tf32 for
+the heaviest with the wide and fold64 tiles; and for the older architectures (sm_80, another
+tl.dot lowering) the heaviest with the wide, fold64 (also at tf32x3 and tf32) and float64
+tiles. Run it without TRITON_INTERPRET set. Exits 1 if a variant fails to compile.
 """
 
 from __future__ import annotations
@@ -42,26 +47,47 @@ SHAPES = ((3, 100), (9, 1100))  # (Kd, M): the 2d preset at M = 100 (what the tu
 
 
 def variants(archs, dtypes, shapes, ci: bool) -> list[tuple]:
-    """(arch, dtype, menu, kd, m, kernel name, constexprs, warps) of every variant to compile."""
+    """(arch, dtype, menu, kd, m, kernel name, constexprs, warps) of every variant to compile:
+    every precision (vocab.PRECISIONS) for the tile sets whose products are tl.dot, ieee for
+    the others (launch.Geometry passes ieee there)."""
     from tlstm_bench.models.triton_tlstm import tiles as tiling
+    from tlstm_bench.vocab import PRECISIONS
 
     out = []
     for arch, dtype, (kd, m) in itertools.product(archs, dtypes, shapes):
         menus = tiling.FLOAT32_MENU if dtype == "fp32" else ("fp64",)
         for menu, norm, memconv in itertools.product(menus, (0, 1, 2), (True, False)):
             t = tiling.tiles_for(tiling.MENU[menu], m, kd)
-            base = dict(NORM=norm, MEMCONV=memconv, BN=t["BN"], BM=t["BM"], KDP=t["KDP"], NJP=t["NJP"])
-            fwd, bwd = dict(base, BK=t["BK"]), dict(base, BG=t["BG"])
-            heaviest = norm == 2 and memconv
-            if ci and arch != max(archs) and not heaviest:
-                continue
-            kernels = [("forward_persistent", fwd), ("backward_persistent", bwd)]
-            if not ci or (heaviest and arch == max(archs) and menu in ("wide", "fp64")):
-                kernels += [("forward_step", dict(fwd, FIRST=first, FINISH=finish))
-                            for first, finish in ((True, False), (False, False), (False, True))]
-                kernels += [("backward_step", dict(bwd, HAS_NEXT=has_next)) for has_next in (True, False)]
-            out += [(arch, dtype, menu, kd, m, name, consts, t["num_warps"]) for name, consts in kernels]
+            dots = tiling.MENU[menu].tensor_cores("float32" if dtype == "fp32" else "float64")
+            for precision in PRECISIONS if dots else ("ieee",):
+                base = dict(NORM=norm, MEMCONV=memconv, FOLD=t["FOLD"], PRECISION=precision, BN=t["BN"],
+                            BM=t["BM"], KDP=t["KDP"], NJP=t["NJP"])
+                fwd, bwd = dict(base, BK=t["BK"]), dict(base, BG=t["BG"])
+                persistent, per_step = _in_ci(arch == max(archs), menu, norm == 2 and memconv, precision) if ci \
+                    else (True, True)
+                kernels = [("forward_persistent", fwd), ("backward_persistent", bwd)] if persistent else []
+                if per_step:
+                    kernels += [("forward_step", dict(fwd, FIRST=first, FINISH=finish))
+                                for first, finish in ((True, False), (False, False), (False, True))]
+                    kernels += [("backward_step", dict(bwd, HAS_NEXT=has_next)) for has_next in (True, False)]
+                out += [(arch, dtype, menu, kd, m, name, consts, t["num_warps"]) for name, consts in kernels]
     return out
+
+
+# --ci: one variant of every step body (norm x memory conv x folded or not x tl.dot, sum or
+# float64 products) in every precision, for the newest architecture asked for, and the tl.dot
+# lowering of the older ones (sm_80's mma, not sm_90's wgmma) at the heaviest body.
+CI_EVERY_BODY = ("wide", "narrow", "fold", "fp64")  # dot, sum, dot over folded rows, float64
+CI_DOT = ("wide", "fold64")  # the tl.dot tile sets compiled at tf32x3 and tf32
+
+
+def _in_ci(newest: bool, menu: str, heaviest: bool, precision: str) -> tuple[bool, bool]:
+    """(persistent kernels, per-step kernels) of one combination in the --ci set."""
+    if precision != "ieee":
+        return heaviest and menu in CI_DOT and (newest or menu == "fold64"), False
+    if not newest:
+        return heaviest and menu in ("wide", "fold64", "fp64"), False
+    return menu in CI_EVERY_BODY or heaviest, heaviest and menu in ("wide", "fp64")
 
 
 def _signature(fn, consts: dict, dtype: str) -> dict:
@@ -102,7 +128,7 @@ def compile_one(variant: tuple) -> tuple[bool, str]:
     fn = getattr(forward if name.startswith("forward") else backward, name)
     flags = " ".join(f"{k}={int(v)}" for k, v in consts.items() if k in ("NORM", "MEMCONV", "FIRST", "FINISH",
                                                                           "HAS_NEXT"))
-    label = f"sm_{arch} {dtype} {menu} Kd={kd} M={m} {name} {flags}"
+    label = f"sm_{arch} {dtype} {menu} {consts['PRECISION']} Kd={kd} M={m} {name} {flags}"
     start = time.perf_counter()
     try:
         kernel = triton.compile(ASTSource(fn=fn, signature=_signature(fn, consts, dtype), constexprs=consts),

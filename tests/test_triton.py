@@ -63,17 +63,9 @@ def _assert_same(config, depth, *, dtype=torch.float32, **kw):
     """triton equals eager on the same values (model_helpers.outputs_and_grads; tiny sizes: the
     interpreter runs each kernel op in numpy)."""
     kw = {"seq_len": 3, "channels": 4, **kw}
-    ref = outputs_and_grads(config, depth, "eager", dtype=dtype, device=DEVICE, **kw)
+    ref = outputs_and_grads(config, depth, "eager", dtype=dtype, device=DEVICE, **{**kw, "precision": None})
     got = outputs_and_grads(config, depth, "triton", dtype=dtype, device=DEVICE, **kw)
-    assert got.keys() == ref.keys()
-    for name, want in ref.items():
-        assert want is not None and got[name] is not None, name
-        if dtype == torch.float64:
-            torch.testing.assert_close(got[name], want, rtol=1e-9, atol=1e-10, msg=name)
-        else:  # float32 sums in another order: relative to the tensor's largest entry
-            scale = want.abs().max().clamp_min(1e-3)
-            err = (got[name] - want).abs().max()
-            assert err <= 2e-5 * scale, f"{name}: max error {err:.3g} vs scale {scale:.3g}"
+    _assert_close_to(ref, got, dtype, kw.get("precision") or "ieee")
 
 
 @pytest.mark.triton
@@ -84,16 +76,21 @@ def test_triton_equals_eager_across_tiles_float64(tt, small_tiles, config, batch
     _assert_same(config, 2, dtype=torch.float64, batch=batch, seq_len=2, **small_tiles)
 
 
-def _assert_close_to(ref: dict, got: dict, dtype) -> None:
+def _assert_close_to(ref: dict, got: dict, dtype, precision: str = "ieee") -> None:
+    """float64: equal to 1e-9. float32 (against float64, or summed in another order): the
+    largest error relative to the tensor's largest entry, within the precision's stated
+    tolerance (tiles.TEST_TOLERANCE: 2e-5 for ieee and tf32x3, 5e-3 for tf32)."""
+    from tlstm_bench.models.triton_tlstm.tiles import TEST_TOLERANCE
+
     assert got.keys() == ref.keys()
     for name, want in ref.items():
         assert want is not None and got[name] is not None, name
         if dtype == torch.float64:
             torch.testing.assert_close(got[name], want, rtol=1e-9, atol=1e-10, msg=name)
-        else:  # float32 against float64: relative to the tensor's largest entry
+        else:
             scale = want.abs().max().clamp_min(1e-3)
             err = (got[name] - want).abs().max()
-            assert err <= 2e-5 * scale, f"{name}: max error {err:.3g} vs scale {scale:.3g}"
+            assert err <= TEST_TOLERANCE[precision] * scale, f"{name}: max error {err:.3g} vs scale {scale:.3g}"
 
 
 # One program (batch 1, BN >= N, BM >= M): the interpreter runs programs one after another,
@@ -127,9 +124,86 @@ def test_persistent_kernels_float32_match_the_float64_oracle(tt, config, depth):
     _assert_close_to(ref, got, torch.float32)
 
 
-def _geometry(tt, batch=1, channels=4, config="3d-cn", depth=2):
+@pytest.fixture
+def fold_tiles(tt, monkeypatch):
+    """The batch folded into the rows with tiles that cut across examples at tiny sizes: a
+    test-only menu entry of 4 rows (2D at L = 3 has 3 locations, 3D at L = 3 nine, so a tile
+    holds rows of two examples) and 4 channels, forced per step. On a GPU, the shipped fold
+    tiles at M = 40."""
+    if DEVICE != "cpu":
+        with tt.forced(menu="fold", persistent=False):
+            yield dict(channels=40)
+        return
+    from tlstm_bench.models.triton_tlstm import tiles
+
+    monkeypatch.setitem(tiles.MENU, "tinyfold", tiles.Menu(bn=4, bm=4, bk=4, bg=8, fold=True))
+    with tt.forced(menu="tinyfold", persistent=False):
+        yield dict(channels=5)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("config,depth,batch", [("3d-ln", 3, 2), ("3d-cn", 2, 3), ("2d-m:norm=cn", 3, 3),
+                                                ("2d", 3, 2)])
+def test_folded_batch_equals_eager_float64(tt, fold_tiles, config, depth, batch):
+    """The batch folded into a tile's rows (issue 28), tiles holding rows of two examples:
+    per-row LN statistics and sums, z, the output corner and the final state of each row's
+    own example, exact in float64."""
+    _assert_same(config, depth, dtype=torch.float64, batch=batch, seq_len=2, **fold_tiles)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("config,depth", [("3d-ln", 2), ("2d-m:norm=cn", 3)])
+def test_folded_batch_persistent_equals_eager_float64(tt, config, depth):
+    """The folded rows through the persistent kernels: batch 3 in one 16 x 16 program (the
+    "fold" entry; one program is all the interpreter can run through a spin barrier)."""
+    if DEVICE != "cpu":
+        pytest.skip("the one-program interpreter check")
+    kw = dict(batch=3, seq_len=3, channels=4)
+    ref = outputs_and_grads(config, depth, "eager", dtype=torch.float64, device=DEVICE, **kw)
+    with tt.forced(menu="fold", persistent=True):
+        got = outputs_and_grads(config, depth, "triton", dtype=torch.float64, device=DEVICE, **kw)
+    _assert_close_to(ref, got, torch.float64)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("precision", ["ieee", "tf32x3", "tf32"])
+@pytest.mark.parametrize("menu,config", [("wide", "3d-cn"), ("fold", "2d-m:norm=cn"), ("fold64", "3d-ln")])
+def test_each_precision_matches_the_float64_oracle(tt, precision, menu, config):
+    """float32 at each precision through tile sets whose products are tl.dot (16 and more on
+    every side), against eager in float64, within that precision's stated tolerance
+    (tiles.TEST_TOLERANCE). The interpreter ignores input_precision (tf32 computes as ieee
+    there); compiled on a GPU (TLSTM_TRITON_TEST_DEVICE=cuda) the tolerance is what is tested."""
+    ref = outputs_and_grads(config, 2, "eager", dtype=torch.float64, device=DEVICE, batch=2, seq_len=3, channels=4)
+    with tt.forced(menu=menu, persistent=False):
+        got = outputs_and_grads(config, 2, "triton", dtype=torch.float32, device=DEVICE, batch=2, seq_len=3,
+                                channels=4, precision=precision)
+    _assert_close_to(ref, got, torch.float32, precision)
+
+
+def test_precision_reaches_the_kernels_only_through_dot_tiles(tt):
+    """The kernels' PRECISION constexpr: the asked precision where products are tl.dot, ieee
+    where they are sums (one compiled variant, not three); the geometry says which."""
+    for menu, dots in (("wide", True), ("fold64", True), ("single", False), ("narrow", False)):
+        with tt.forced(menu=menu):
+            geo = _geometry(tt, precision="tf32")
+        assert geo.tiles["PRECISION"] == ("tf32" if dots else "ieee")
+        assert geo.describe()["tensor_cores"] is dots and geo.describe()["precision"] == "tf32"
+    with pytest.raises(UserError, match="unknown precision"):
+        _geometry(tt, precision="bf16")
+
+
+def test_fold_grid_has_the_batch_in_its_rows(tt):
+    """Folded: one grid row of tiles over B x N rows; not folded: one per example."""
+    with tt.forced(menu="fold"):
+        assert _geometry(tt, batch=15, config="2d", depth=1).grid == (1, 1, 1)
+        assert _geometry(tt, batch=15, config="3d-cn", depth=2).grid == (1, 4, 1)  # 60 rows
+    with tt.forced(menu="wide"):
+        assert _geometry(tt, batch=15, config="2d", depth=1).grid == (15, 1, 1)
+
+
+def _geometry(tt, batch=1, channels=4, config="3d-cn", depth=2, precision="ieee"):
     model = build_model(config, depth, input_size=3, output_size=2, channels=channels)
-    return tt.Geometry(model, 3, batch)
+    return tt.Geometry(model, 3, batch, precision)
 
 
 @pytest.mark.triton
@@ -206,6 +280,29 @@ def test_tiles_come_from_the_table_else_the_default(tt, tmp_path, monkeypatch):
     assert tiles.choose(100, 10, 2, 15, "float32") == ("wide", True)
     assert tiles.choose(100, 10, 2, 1, "float64") == ("fp64", None)
     assert set(tiles.FLOAT32_MENU) | {"fp64"} == set(tiles.MENU)
+
+
+def test_table_rows_per_precision_and_the_training_choice(tt, tmp_path, monkeypatch):
+    """Rows carry a precision (none: ieee, the older tables) and may say triton beat fast
+    there (fast_us_per_step): what training on CUDA runs when no implementation is named.
+    Without such a row, or on a CPU, the model's default; a precision other than ieee is
+    triton's alone."""
+    from tlstm_bench.models import training_implementation
+    from tlstm_bench.models.triton_tlstm import tiles
+
+    old = dict(m=100, n=100, kd=9, batch=15, dtype="float32", menu="wide", persistent=False, us_per_step=9.0)
+    fold = dict(old, precision="tf32x3", menu="fold64", persistent=True, us_per_step=3.0, fast_us_per_step=20.0)
+    slow = dict(old, precision="tf32", menu="fold", us_per_step=30.0, fast_us_per_step=20.0)
+    (tmp_path / "t.json").write_text(json.dumps({"entries": [old, fold, slow]}))
+    monkeypatch.setattr(tiles, "TABLE", tmp_path / "t.json")
+    assert tiles.choose(100, 100, 9, 15, "float32") == ("wide", False)
+    assert tiles.choose(100, 100, 9, 15, "float32", "tf32x3") == ("fold64", True)
+    assert tiles.beats_fast(100, 100, 9, 15, "float32", "tf32x3")
+    assert not tiles.beats_fast(100, 100, 9, 15, "float32", "tf32")  # measured slower
+    assert not tiles.beats_fast(100, 100, 9, 15, "float32")  # no fast time in the row
+    model = build_model("3d-cn", 10, vocab=5, channels=100)
+    assert training_implementation(model, 15) == "fast"  # a CPU: the default
+    assert training_implementation(model, 15, "tf32x3") == "triton"  # the only loop with tf32x3
 
 
 @pytest.mark.triton
@@ -298,6 +395,18 @@ def test_triton_without_cuda_or_interpreter_is_a_clean_error():
     assert "need a CUDA GPU" in done.stderr + done.stdout and "Traceback" not in done.stderr
 
 
+def test_a_precision_other_than_ieee_is_triton_only():
+    """--precision tf32 with fast is one line and exit 2, on time and train alike."""
+    for args in (["time", "2d", "--depths", "1", "--channels", "4", "--seq-len", "3", "--no-store"],
+                 ["train", "2d", "--task", "memorization", "--channels", "4", "--max-samples", "2",
+                  "--implementation", "fast"]):
+        result = CliRunner().invoke(app, [*args, "--precision", "tf32"])
+        assert result.exit_code == 2, result.output
+        assert "runs only in the triton kernels" in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(app, ["time", "2d", "--depths", "1", "--no-store", "--precision", "fp8"])
+    assert result.exit_code == 2 and "must be one of ieee, tf32x3, tf32" in result.output
+
+
 def test_time_all_on_cpu_leaves_out_the_cuda_implementations():
     from tlstm_bench.timing import plan_cases
 
@@ -311,8 +420,9 @@ def test_time_all_on_cpu_leaves_out_the_cuda_implementations():
 def test_triton_kernels_compile_for_a100_and_h100():
     """The interpreter does not compile; Triton's GPU compiler (and ptxas, in the wheel) runs
     without a GPU: every step-body variant the dispatcher can launch (dtype x tile menu x norm
-    x memory conv, inside the persistent kernels, and the per-step kernels for one combination)
-    compiles for sm_80 and sm_90 (benchmarks/triton_compile.py --ci). float64 through tl.dot
+    x memory conv, inside the persistent kernels, and the per-step kernels for one combination),
+    every precision of the tl.dot tiles and the folded rows compile for sm_80 and sm_90
+    (benchmarks/triton_compile.py --ci). float64 through tl.dot
     failed here under Triton 3.6, the device's version, before common.mma."""
     pytest.importorskip("triton")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -321,7 +431,8 @@ def test_triton_kernels_compile_for_a100_and_h100():
     assert done.returncode == 0, done.stdout + done.stderr
     compiled = re.search(r"(\d+) of (\d+) variants compiled", done.stdout)
     assert compiled and compiled.group(1) == compiled.group(2), done.stdout
-    for needle in ("sm_80 fp64 fp64", "sm_90 fp64 fp64", "sm_90 fp32 single", "forward_persistent", "backward_step"):
+    for needle in ("sm_80 fp64 fp64", "sm_90 fp64 fp64", "sm_90 fp32 single", "forward_persistent", "backward_step",
+                   "sm_90 fp32 fold ieee", "sm_80 fp32 fold64 tf32x3", "sm_90 fp32 wide tf32 "):
         assert needle in done.stdout, needle
 
 
@@ -390,3 +501,75 @@ def test_diag_end_to_end_reports_each_menu_and_knob(tt, monkeypatch):
     assert [(r["menu"], r["knob"]) for r in recs] == [("single", "default"), ("single", "kdp4")]
     assert all(r["ok"] and r["max_rel"] < 1e-4 for r in recs), recs
     assert "TLSTM_TRITON_DIAG_KDP_MIN" not in os.environ  # the knob is undone
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_path):
+    """benchmarks/triton_session.py (issue 28's one device call) on the CPU at toy sizes: every
+    variant checked against float64 eager and timed, records of the store's schema (with the
+    precision and what the kernels ran), a tuning-table row per triton shape and precision
+    (the training one with fast's time beside it), the targets printed."""
+    pytest.importorskip("triton")
+    from tlstm_bench.results.schema import record_problem
+
+    root = os.path.join(os.path.dirname(__file__), "..")
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=root)
+    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "triton_session.py"), "--device", "cpu",
+                           "--out", str(tmp_path), "--budget-s", "3000", "--rounds", "3", "--groups", "train,m100"],
+                          capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = [json.loads(p.read_text()) for p in (tmp_path / "store" / "triton-session").glob("*.json")]
+    assert len(records) == 4 and all(record_problem(r) is None for r in records)
+    by = {(r["session_group"], r["variant"]): r for r in records}
+    fold = by[("train", "triton:fold/step:tf32x3")]
+    assert fold["precision"] == "tf32x3" and fold["check_ok"] and fold["kernels"]["menu"] == "fold"
+    assert fold["batch"] == 3 and fold["samples_per_s"] > 0 and fold["repeats"] >= 3
+    assert by[("m100", "triton:auto:ieee")]["check_max_rel"] < 2e-5
+    rows = json.loads((tmp_path / "table.json").read_text())["entries"]
+    assert {(r["batch"], r["precision"]) for r in rows} == {(1, "ieee"), (3, "tf32x3")}
+    assert [r for r in rows if r["batch"] == 3][0]["fast_us_per_step"] > 0
+    targets = (tmp_path / "targets.txt").read_text()
+    assert "MET: every timed triton variant right against float64 eager" in targets
+    assert "UNMEASURED: 3d-cn L=10 <= 20 us" in targets
+
+
+def test_training_records_its_loop_and_precision():
+    """A training run's record says which loop and precision ran: with no implementation
+    named, a precision other than ieee runs triton (the kernels' tensor cores), ieee the
+    model's default on a CPU; a precision enters the record's key only when it is not ieee."""
+    from tlstm_bench.events import reporter
+    from tlstm_bench.results.schema import record_key
+    from tlstm_bench.training import TrainSettings
+    from tlstm_bench.training.loop import Trainer
+
+    def record(**kw):
+        s, task = TrainSettings("2d", 1, task="memorization", channels=4, task_options={"symbols": 2}, **kw).resolve()
+        return Trainer(s, task, torch.device("cpu"), reporter(False), started=0.0).record
+
+    plain, tf32 = record(), record(precision="tf32x3")
+    assert (plain["implementation"], plain["precision"]) == ("fast", "ieee")
+    assert (tf32["implementation"], tf32["precision"]) == ("triton", "tf32x3")
+    assert plain["key"] == record_key({k: v for k, v in plain.items() if k != "precision"})  # as before
+    assert record(implementation="triton")["key"] != tf32["key"]
+    with pytest.raises(UserError, match="runs only in the triton kernels"):
+        record(implementation="fast", precision="tf32")
+
+
+def test_a_sweep_spec_may_name_a_precision(tmp_path):
+    """precision in [runtime] (or [train]) reaches the cells' specs, and so their keys; a spec
+    without it gives the cells it gave before (no precision key); a bad one is one line."""
+    from tlstm_bench.sweeps.grid import expand
+    from tlstm_bench.sweeps.spec import load_spec
+
+    text = ('task = "runtime"\nconfigs = ["2d"]\ndepths = [1]\nchannels = 4\ndevice = "cpu"\n'
+            '[runtime]\nimplementations = ["triton"]\n')
+    (tmp_path / "plain.toml").write_text(text)
+    (tmp_path / "tf.toml").write_text(text + 'precision = "tf32x3"\n')
+    (tmp_path / "bad.toml").write_text(text + 'precision = "fp8"\n')
+    plain = expand(load_spec(tmp_path / "plain.toml"))
+    tf = expand(load_spec(tmp_path / "tf.toml"))
+    assert "precision" not in plain[0].spec and tf[0].spec["precision"] == "tf32x3"
+    assert plain[0].key != tf[0].key
+    with pytest.raises(UserError, match="runtime.precision"):
+        load_spec(tmp_path / "bad.toml")

@@ -49,6 +49,24 @@ CUDA_IMPLEMENTATIONS = frozenset({"cuda-graph", "triton"})
 # protocol builds the model with the loop named here and captures its forward + loss +
 # backward as one CUDA graph (tlstm_bench.models.cuda_graph.GraphedStep).
 GRAPHED_IMPLEMENTATIONS = {"cuda-graph": "fast"}
+# The precision of the products in float32 (docs/triton.md, "Precision"): "ieee", plain float32
+# (no TF32), what every implementation computes and the default, so the paper's numbers stay
+# comparable; "tf32x3" (three TF32 tensor-core products, close to float32) and "tf32" (one,
+# about 3 decimal digits per product) only in the ``triton`` kernels' tl.dot tiles.
+PRECISIONS = ("ieee", "tf32x3", "tf32")
+DEFAULT_PRECISION = "ieee"
+PRECISION_IMPLEMENTATIONS = frozenset({"triton"})  # those that take a precision other than ieee
+
+
+def check_precision(precision, implementation: str | None, what: str = "--precision") -> str:
+    """``precision`` if ``implementation`` (None: the default, never a triton one) can run at it;
+    a one-line error otherwise."""
+    if precision not in PRECISIONS:
+        raise UserError(f"{what} must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision != DEFAULT_PRECISION and implementation not in PRECISION_IMPLEMENTATIONS:
+        raise UserError(f"{what} {precision} runs only in the triton kernels (tensor cores); "
+                        f"add --implementation triton, or use {what} {DEFAULT_PRECISION}")
+    return precision
 
 # ---- tasks (paper section 3, SPEC section 9) ------------------------------------------------
 TASK_NAMES = ("addition", "memorization", "enwik8", "mnist", "pmnist")

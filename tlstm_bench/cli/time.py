@@ -12,14 +12,15 @@ import typer
 
 from ..errors import UserError
 from ..results.table import TableView
-from ..vocab import (CPU_MIN_SAMPLE_S, CPU_THREADS, DEFAULT_DTYPE, DEVICES, DTYPES, TIMED_PASS, TIMING_REPEATS,
-                     TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP)
+from ..vocab import (CPU_MIN_SAMPLE_S, CPU_THREADS, DEFAULT_DTYPE, DEFAULT_PRECISION, DEVICES, DTYPES, PRECISIONS,
+                     TIMED_PASS, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP)
 from .app import ResultsDir, app, console, err_console, handles_user_errors, parse_int_list
 from .render import Renderer
 from .tables import draw_table
 
 CSV_FIELDS = ["config", "implementation", "depth", "channels", "tensor_size", "params", "seq_len", "device",
-              "device_name", "threads", "dtype", "repeats", "ms_per_step", "ms_q25", "ms_q75", "ms_iqr", "cpu_share"]
+              "device_name", "threads", "dtype", "precision", "repeats", "ms_per_step", "ms_q25", "ms_q75", "ms_iqr",
+              "cpu_share"]
 
 
 @app.command(name="time")
@@ -39,6 +40,8 @@ def time_(
     threads: Annotated[int, typer.Option(help="CPU threads (more threads on a shared machine wait for "
                                               "each other).")] = CPU_THREADS,
     dtype: Annotated[str, typer.Option(help=" or ".join(DTYPES) + ".")] = DEFAULT_DTYPE,
+    precision: Annotated[str, typer.Option(help=", ".join(PRECISIONS) + " (not ieee: triton's tensor "
+                                                                      "cores).")] = DEFAULT_PRECISION,
     vocab: Annotated[int, typer.Option(help="Token input and output size (default: enwik8's).")] = TIMING_VOCAB,
     seed: Annotated[int, typer.Option(help="Seed of the model and the input.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of the records.")] = False,
@@ -67,7 +70,7 @@ def time_(
         records = measure_cases(cases, channels=channels, budget=budget, vocab=vocab, seq_len=seq_len,
                                 device=device, repeats=repeats, warmup=warmup, threads=threads, dtype=dtype,
                                 seed=seed, min_sample_s=CPU_MIN_SAMPLE_S if device == "cpu" else 0.0,
-                                on_failure=failed.__setitem__, progress=report)
+                                on_failure=failed.__setitem__, progress=report, precision=precision)
     paths = save_records(records, "timing", folder.store) if store else []
     if as_json or as_csv:
         _print_data(records, as_json)
@@ -103,7 +106,8 @@ def _print_table(records: list[dict], levels: list[int], paths: list, settings: 
     threads = f"{first['threads']} thread{'' if first['threads'] == 1 else 's'}"
     shares = [r["cpu_share"] for r in records if r.get("cpu_share") is not None]
     busy = f"; the process had {statistics.median(shares):.0%} of its time on the CPU" if shares else ""
-    console.print(f"{first['device_name']} ({first['device']}), {threads}, {first['dtype']}, "
+    precision = "" if first.get("precision", DEFAULT_PRECISION) == DEFAULT_PRECISION else f" ({first['precision']})"
+    console.print(f"{first['device_name']} ({first['device']}), {threads}, {first['dtype']}{precision}, "
                   f"flush denormals: {first['flush_denormal']}; {settings}, interleaved{busy}. "
                   "ms per timestep: median (IQR); last depth over first: median of the rounds' ratios.",
                   highlight=False)

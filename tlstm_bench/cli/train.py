@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UserError
-from ..vocab import DEVICES, LEARNING_RATE, TASK_NAMES
+from ..vocab import DEFAULT_PRECISION, DEVICES, LEARNING_RATE, PRECISIONS, TASK_NAMES
 from .app import ResultsDir, app, console, err_console, fail, handles_user_errors
 from .render import Renderer
 
@@ -55,6 +55,8 @@ Source = Annotated[Optional[str], typer.Option(help="mnist/pmnist: idx (the MNIS
 PermSeed = Annotated[Optional[int], typer.Option(help="pmnist: seed of the fixed pixel permutation.")]
 Implementation = Annotated[Optional[str], typer.Option(help="Sequence loop (tLSTM: fast (default), eager, reference, "
                                                             "triton; sLSTM: fused (default), cudnn, wavefront, loop).")]
+Precision = Annotated[str, typer.Option(help=f"Products in float32: {', '.join(PRECISIONS)} (tensor cores: "
+                                             "triton only; not ieee runs triton).")]
 
 
 @app.command()
@@ -70,7 +72,7 @@ def train(
     checkpoint_every: CheckpointEvery = None, time_limit: TimeLimit = None, data_dir: DataDir = None,
     data: Data = None, digits: Digits = None, symbols: Symbols = None, alphabet: Alphabet = None,
     seq_len: SeqLen = None, source: Source = None, perm_seed: PermSeed = None,
-    implementation: Implementation = None, results_dir: ResultsDir = None,
+    implementation: Implementation = None, precision: Precision = DEFAULT_PRECISION, results_dir: ResultsDir = None,
 ) -> None:
     """Train CONFIG at depth L on a task; save the record in the results folder's store/training/.
 
@@ -92,8 +94,8 @@ def train(
         config, depth, task=task, preset=preset, channels=channels, budget=budget, max_samples=max_samples,
         epochs=epochs, batch_size=batch_size, eval_every=eval_every, patience=patience,
         early_stopping=True if early_stopping else (False if no_early_stopping else None), lr=lr, seed=seed, device=device, implementation=implementation,
-        threads=threads, data_dir=data_dir, checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
-        time_limit_s=time_limit,
+        precision=precision, threads=threads, data_dir=data_dir, checkpoint_dir=checkpoint_dir,
+        checkpoint_every=checkpoint_every, time_limit_s=time_limit,
         task_options={"digits": digits, "symbols": symbols, "alphabet": alphabet, "seq_len": seq_len,
                       "source": source, "perm_seed": perm_seed, "path": data})
     try:

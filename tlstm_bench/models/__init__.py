@@ -29,8 +29,29 @@ def run_triton(model: TLSTM, z: torch.Tensor, state: TLSTMState):
 
 TLSTM_IMPLEMENTATIONS["triton"] = run_triton  # lazy: imports Triton on first use (the gpu extra)
 
+
+def training_implementation(model, batch: int, precision: str = "ieee") -> str:
+    """The sequence loop a training run uses when none is named: ``triton`` for a tLSTM on a
+    CUDA GPU where the shipped tuning table (``triton_tlstm/tuning.json``) measured it correct
+    and faster than ``fast`` at this shape (M, locations, Kd, batch, dtype, precision), or at a
+    precision only triton has; the model's own default otherwise (also without Triton)."""
+    if isinstance(model, TLSTM) and precision != "ieee":
+        return "triton"  # the only loop that has it (on a CPU it says it needs CUDA)
+    if not isinstance(model, TLSTM) or model.w_h.device.type != "cuda":
+        return model.implementation
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return model.implementation
+    from .triton_tlstm.tiles import beats_fast
+
+    dtype = str(model.w_h.dtype).removeprefix("torch.")
+    shape = (model.channels, model.num_locations, model.arch.kernel_entries, batch, dtype, precision)
+    return "triton" if beats_fast(*shape) else model.implementation
+
 __all__ = [
     "ArchConfig", "CONFIG_NAMES", "COMPONENTS", "PAPER_NAMES", "PRESETS", "ParamCount", "SLSTM",
     "SLSTMState", "SLSTM_IMPLEMENTATIONS", "TLSTM", "TLSTMState", "TLSTM_IMPLEMENTATIONS",
     "build_model", "count_params", "format_config", "parse_budget", "parse_config", "solve_channels",
+    "training_implementation",
 ]

@@ -57,6 +57,7 @@ class Runtime(TypedDict, total=False):
     output_size: Optional[int]
     dtype: str
     tf32: Optional[bool]         # CUDA: TF32 allowed in matmuls or cuDNN while timing (the tool turns it off)
+    precision: Optional[str]     # ieee | tf32x3 | tf32: float32 products (runtime and train); null: ieee
     flush_denormal: bool
     clock: str                   # perf_counter | cuda_events
     warmup: int
@@ -159,8 +160,12 @@ def versioned_id(key: str, code_version: str) -> str:
 
 
 def record_key(record: dict) -> str:
-    """The key of a record without one: a hash of the fields that determine its result."""
-    return stable_hash({name: record.get(name) for name in KEY_FIELDS.get(record.get("kind"), ())})
+    """The key of a record without one: a hash of the fields that determine its result. A
+    ``precision`` other than ieee enters it too (ieee leaves it as before the field existed)."""
+    key = stable_hash({name: record.get(name) for name in KEY_FIELDS.get(record.get("kind"), ())})
+    if record.get("precision") not in (None, "ieee"):
+        key = stable_hash({"key": key, "precision": record["precision"]})
+    return key
 
 
 def _is_number(value) -> bool:

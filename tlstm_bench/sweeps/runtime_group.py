@@ -28,7 +28,7 @@ from pathlib import Path
 from ..atomic import atomic_write
 from ..results.provenance import code_version
 from ..results.schema import stable_hash
-from ..vocab import CPU_MIN_SAMPLE_S, CPU_THREADS
+from ..vocab import CPU_MIN_SAMPLE_S, CPU_THREADS, DEFAULT_PRECISION
 
 GROUP_DIR = ".timed"  # beside .checkpoints and .locks in a sweep's store folder
 
@@ -72,7 +72,8 @@ def _measure(spec: dict, group: str) -> dict:
         input_size=spec["input_size"], output_size=spec["output_size"], seq_len=spec["seq_len"],
         device=spec["device"], repeats=spec["repeats"], warmup=spec["warmup"], threads=threads,
         dtype=spec["dtype"], seed=spec["seed"], min_sample_s=CPU_MIN_SAMPLE_S if cpu else 0.0,
-        on_failure=lambda case, why: failed.__setitem__(str(case.depth), why.splitlines()[0]))
+        on_failure=lambda case, why: failed.__setitem__(str(case.depth), why.splitlines()[0]),
+        precision=spec.get("precision", DEFAULT_PRECISION))
     by_depth = {str(r["depth"]): {**r, "timed_with": depths, "timing_group": group} for r in records}
     return {"group": group, "records": by_depth, "failed": failed}
 

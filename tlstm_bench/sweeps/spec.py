@@ -30,6 +30,8 @@ override ``configs``, ``depths``, ``seeds``, ``budget``/``channels`` and ``timeo
     warmup = 3
     implementations = ["default"]    # "default" = each model's default loop
     seeds = [0]
+    # optional in [train] and [runtime]: precision = "tf32x3" (ieee, tf32x3, tf32; not ieee:
+    # the triton kernels' tensor cores)
 
 An implementation is used for the configurations that have it (``triton`` for the tLSTMs,
 ``cudnn`` for ``slstm`` and ``lstm``, ...), so one list serves a mixed grid. Different grids in
@@ -65,8 +67,8 @@ from .. import checks
 from ..atomic import file_kind
 from ..checks import MAX_DIM, MAX_SEED
 from ..errors import UserError
-from ..vocab import (DEFAULT_DTYPE, DTYPES, MAX_REPEATS, TASK_NAMES, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_WARMUP,
-                     missing_gpu, parse_device)
+from ..vocab import (DEFAULT_DTYPE, DTYPES, MAX_REPEATS, PRECISIONS, TASK_NAMES, TIMING_REPEATS, TIMING_SEQ_LEN,
+                     TIMING_WARMUP, missing_gpu, parse_device)
 
 SHIPPED = "specs"  # the package's own specs: tlstm_bench/sweeps/specs/<name>.toml (package data)
 DEFAULT_TIMEOUT_S = 3600.0  # per cell
@@ -78,9 +80,9 @@ MAX_CELLS = 10_000
 _GRID_KEYS = ("configs", "depths", "seeds", "budget", "channels", "timeout_s")
 _TOP_KEYS = {"description", "task", "device", *_GRID_KEYS, "train", "runtime"}
 _TRAIN_KEYS = {"preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping", "options",
-               "time_limit_s", *_GRID_KEYS}
+               "time_limit_s", "precision", *_GRID_KEYS}
 _RUNTIME_KEYS = {"seq_len", "repeats", "warmup", "implementations", "threads", "dtype", "vocab",
-                 "input_size", "output_size", *_GRID_KEYS}
+                 "input_size", "output_size", "precision", *_GRID_KEYS}
 
 
 @dataclass(frozen=True)
@@ -321,6 +323,7 @@ def _train_settings(check: _Checker, table: dict, top: dict, check_values: bool)
     if check_values:
         _check_options(check, top.get("task"), options, settings.get("preset"))
     settings["options"] = dict(sorted(options.items()))
+    settings.update(_precision(check, "train", table))
     return settings
 
 
@@ -336,6 +339,7 @@ def _runtime_settings(check: _Checker, table: dict) -> dict:
     }
     for name in ("vocab", "input_size", "output_size"):
         settings[name] = check.integer(f"runtime.{name}", table[name], maximum=MAX_DIM) if name in table else None
+    settings.update(_precision(check, "runtime", table))
     return settings
 
 
@@ -350,6 +354,14 @@ def _tables(check: _Checker, kind: str, value) -> list[dict]:
         what = "a table [train] (one per spec)" if kind == "train" else "a table [runtime] or tables [[runtime]]"
         raise check.error(kind, f"must be {what}", value, show_value=False)
     return [value]
+
+
+def _precision(check: "_Checker", kind: str, table: dict) -> dict:
+    """{"precision": ...} when the spec names one (vocab.PRECISIONS), else {}: a cell's spec,
+    and so its key, changes only when a precision is asked for."""
+    if "precision" not in table:
+        return {}
+    return {"precision": check.string(f"{kind}.precision", table["precision"], PRECISIONS)}
 
 
 def _section(check: _Checker, kind: str, table: dict, top: dict, check_values: bool = True) -> Section:

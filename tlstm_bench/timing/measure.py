@@ -38,7 +38,8 @@ import torch
 from ..errors import UserError
 from ..events import Progress, note, reporter
 from ..models import format_config, parse_config
-from ..vocab import CONTENDED_SHARE, DEFAULT_DTYPE, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP
+from ..vocab import (CONTENDED_SHARE, DEFAULT_DTYPE, DEFAULT_PRECISION, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB,
+                     TIMING_WARMUP)
 from .protocol import (Case, FrozenClock, Plan, Setup, StepRun, check_memory, check_settings, cpu_settings,
                        runtime_record, time_sample, time_step, warm_up)
 
@@ -233,7 +234,8 @@ def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: i
                   delay: Callable[[Case], float] | None = None, min_sample_s: float = 0.0,
                   isolate: bool | None = None, on_failure: Callable[[Case, str], None] | None = None,
                   keep_going: Callable[[float], bool] | None = None, prepare: Callable[[], None] | None = None,
-                  inspect: Callable[[StepRun, dict], dict] | None = None, progress: Progress = None) -> list[dict]:
+                  inspect: Callable[[StepRun, dict], dict] | None = None, progress: Progress = None,
+                  precision: str = DEFAULT_PRECISION) -> list[dict]:
     """THE timing entry point: time every case with interleaved repeats; one record per case.
 
     Every caller (``time``, ``regress``, sweeps, the benchmarks and the GPU evidence script)
@@ -268,16 +270,17 @@ def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: i
     evidence script's profiler counts). Both must be picklable (module-level) to isolate.
 
     ``progress``: a reporter of :mod:`tlstm_bench.events`, or True for lines on stderr.
+    ``precision``: of the products in float32 (``vocab.PRECISIONS``; not ieee: triton only).
     """
     cases = list(cases)
     report = reporter(progress)
     dev = check_settings(cases, repeats=repeats, warmup=warmup, seq_len=seq_len, seed=seed, dtype=dtype,
-                          device=device)
+                          device=device, precision=precision)
     check_memory(cases, channels=channels, budget=budget, vocab=vocab, input_size=input_size,
                  output_size=output_size, seq_len=seq_len, device=str(dev), dtype=dtype)
     setup = Setup(channels=channels, budget=budget, vocab=vocab, input_size=input_size, output_size=output_size,
                   seq_len=seq_len, device=str(dev), dtype=dtype, seed=seed, threads=threads,
-                  min_sample_s=min_sample_s)
+                  min_sample_s=min_sample_s, precision=precision)
     plan = Plan(wanted={c: (repeats_for(c) if repeats_for else repeats) for c in cases},
                 warmups={c: (warmup_for(c) if warmup_for else warmup) for c in cases})
     if isolate is None:

@@ -37,8 +37,9 @@ from ..models.build import FAMILIES
 from ..models.cuda_graph import GraphedStep, check_cuda
 from ..models.memory import MemoryEstimate, check_fits, model_memory
 from ..results import provenance
-from ..vocab import (CUDA_IMPLEMENTATIONS, DEFAULT_DTYPE, DEFAULT_IMPLEMENTATION, DTYPES, GRAPHED_IMPLEMENTATIONS,
-                     MAX_REPEATS, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB, TIMING_WARMUP, torch_device)
+from ..vocab import (CUDA_IMPLEMENTATIONS, DEFAULT_DTYPE, DEFAULT_IMPLEMENTATION, DEFAULT_PRECISION, DTYPES,
+                     GRAPHED_IMPLEMENTATIONS, MAX_REPEATS, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB,
+                     TIMING_WARMUP, check_precision, torch_device)
 
 
 STEADY_WITHIN = 0.10  # warm-up goes on until its last two runs agree this closely (relative)
@@ -139,9 +140,10 @@ class StepRun:
     """
 
     def __init__(self, case: Case, *, channels, budget, vocab, input_size, output_size, seq_len,
-                 device, dtype, seed):
+                 device, dtype, seed, precision: str = DEFAULT_PRECISION):
         self.case = case
         self.implementation = case.implementation or default_implementation(case.config)
+        self.precision = check_precision(precision, self.implementation)
         loop = GRAPHED_IMPLEMENTATIONS.get(self.implementation)
         if loop is not None:
             check_cuda(device)
@@ -150,6 +152,7 @@ class StepRun:
                                  output_size=output_size, channels=channels, budget=budget,
                                  implementation=loop or self.implementation)
         self.model.to(device=device, dtype=dtype)
+        self.model.precision = precision  # read by the triton kernels (docs/triton.md, "Precision")
         gen = torch.Generator().manual_seed(seed)
         out = self.model.output_size
         if self.model.tokens:
@@ -274,6 +277,8 @@ def runtime_record(case: Case, run: StepRun, samples_s: list[float], *, seq_len,
         "dtype": dtype,
         "tf32": (torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32) if device.type == "cuda"
         else None,
+        "precision": run.precision,
+        **({"kernels": model.__dict__["triton_last"]} if "triton_last" in model.__dict__ else {}),
         "flush_denormal": flushed,
         "clock": "cuda_events" if device.type == "cuda" else "perf_counter",
         "warmup": warmup,
@@ -318,6 +323,7 @@ class Setup:
     seed: int
     threads: int | None
     min_sample_s: float
+    precision: str = DEFAULT_PRECISION
 
     def implementation(self, case: Case) -> str:
         return case.implementation or default_implementation(case.config)
@@ -325,7 +331,8 @@ class Setup:
     def build(self, case: Case) -> StepRun:
         return StepRun(case, channels=self.channels, budget=self.budget, vocab=self.vocab,
                        input_size=self.input_size, output_size=self.output_size, seq_len=self.seq_len,
-                       device=torch.device(self.device), dtype=getattr(torch, self.dtype), seed=self.seed)
+                       device=torch.device(self.device), dtype=getattr(torch, self.dtype), seed=self.seed,
+                       precision=self.precision)
 
 
 @dataclass(frozen=True)
@@ -336,10 +343,13 @@ class Plan:
     warmups: dict
 
 
-def check_settings(cases: list[Case], *, repeats, warmup, seq_len, seed, dtype, device) -> torch.device:
+def check_settings(cases: list[Case], *, repeats, warmup, seq_len, seed, dtype, device,
+                   precision: str = DEFAULT_PRECISION) -> torch.device:
     """One-line errors for settings no measurement can have; the device to time on."""
     if not cases:
         raise UserError("nothing to time: give at least one configuration and depth")
+    for case in cases:
+        check_precision(precision, case.implementation or default_implementation(case.config))
     checks.integer(repeats, "repeats", maximum=MAX_REPEATS)
     checks.integer(warmup, "warmup", minimum=0, maximum=MAX_REPEATS)
     checks.integer(seq_len, "seq_len (T)", maximum=MAX_DIM)

@@ -40,7 +40,7 @@ from ..atomic import clean_stale_temps, disk_problem
 from ..audit import causal
 from ..errors import UserError
 from ..events import Event, Progress, Reporter, note, reporter
-from ..models import build_model
+from ..models import build_model, training_implementation
 from ..models.memory import check_fits, model_memory
 from ..results import code_version, provenance
 from ..results.schema import record_key, versioned_id
@@ -125,9 +125,20 @@ def _identity(model, task: Task, s: TrainSettings, device: torch.device) -> dict
         "init": model.arch.init, "time_limit_s": s.time_limit_s,
     }
     # The initialisation knobs are in the config string (and so in the key); the time limit is not.
+    head["precision"] = s.precision  # in every record; in the key only when not ieee (record_key)
     head["key"] = record_key(head)
     head["id"] = versioned_id(head["key"], code_version())
     return head
+
+
+def choose_loop(model, s: TrainSettings) -> None:
+    """The model's sequence loop and precision for this run: the one named, else on a CUDA GPU
+    the fastest correct one the shipped tuning table measured for this shape
+    (``models.training_implementation``: ``fast`` unless a device run showed ``triton`` faster);
+    the record names it (``implementation``, ``precision``)."""
+    if s.implementation is None:
+        model.implementation = training_implementation(model, s.batch_size, s.precision)
+    model.precision = s.precision
 
 
 def _detach(state):
@@ -151,6 +162,7 @@ class Trainer:
         model = build_model(s.config, s.depth, channels=s.channels, budget=s.budget, forget_bias=task.forget_bias,
                             implementation=s.implementation, **task.model_io())
         model.to(device)
+        choose_loop(model, s)
         optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
         stream = task.train_stream(s.batch_size, s.seed)
         self.record = _identity(model, task, s, device)

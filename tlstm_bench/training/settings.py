@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import checks
 from ..checks import MAX_DIM
 from ..errors import UserError
-from ..vocab import LEARNING_RATE, TASK_NAMES, parse_device
+from ..vocab import DEFAULT_PRECISION, LEARNING_RATE, TASK_NAMES, check_precision, parse_device
 from .presets import get_preset
 
 DEFAULT_PATIENCE = 5
@@ -50,6 +50,9 @@ class TrainSettings:
             limit), evaluate, and record how far it got (``stop_reason = "time_limit"``): a run
             that must end inside a time budget (one device call) keeps its record. Not part of
             the run's key; run the same command again to go on (from its checkpoint, if any).
+        precision: the products' precision in float32 (``vocab.PRECISIONS``): ``ieee`` (the
+            default, every implementation) or ``tf32x3`` / ``tf32`` (the ``triton`` kernels'
+            tensor cores; with no implementation named, it runs ``triton``).
 
     The initialisation (how W^x, the biases, the recurrent weights and the memory-cell kernel
     start) belongs to the configuration, not to these settings: ``3d-cn:input_init=normal``
@@ -78,6 +81,7 @@ class TrainSettings:
     checkpoint_dir: "str | Path | None" = None
     checkpoint_every: int | None = None
     time_limit_s: float | None = None
+    precision: str = DEFAULT_PRECISION
 
     def __post_init__(self):
         if self.early_stopping is not None and not isinstance(self.early_stopping, bool):
@@ -96,6 +100,8 @@ class TrainSettings:
         parse_device(self.device)
         if self.time_limit_s is not None:
             object.__setattr__(self, "time_limit_s", checks.number(self.time_limit_s, "--time-limit"))
+        check_precision(self.precision, self.implementation or ("triton" if self.precision != DEFAULT_PRECISION
+                                                                 else None))
         # A task option left None is not given (the CLI passes every option it has).
         object.__setattr__(self, "task_options", {k: v for k, v in self.task_options.items() if v is not None})
 

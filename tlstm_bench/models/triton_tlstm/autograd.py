@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from ...errors import UserError
+from ...vocab import DEFAULT_PRECISION
 from ..tlstm import HIDDEN_OFFSET, TLSTM, TLSTMState
 from .common import INTERPRETED
 from .launch import Geometry, launch_backward, launch_forward
@@ -190,7 +191,9 @@ def run_triton(model: TLSTM, z: torch.Tensor, state: TLSTMState):
     if model.depth > 1:
         z = torch.cat([z, model.b_x.expand(batch, model.depth - 1, m)], dim=1)  # flush: x = 0
     norm = model.arch.norm != "none"
+    geo = Geometry(model, seq_len, batch, getattr(model, "precision", DEFAULT_PRECISION))
+    model.__dict__["triton_last"] = geo.describe()  # what ran (tile set, path, precision), for records
     h_out, h_t, c_t = TritonSequence.apply(
-        Geometry(model, seq_len, batch), z, state.h.contiguous(), state.c.contiguous(), model.w_h, model.b_h,
+        geo, z, state.h.contiguous(), state.c.contiguous(), model.w_h, model.b_h,
         model.norm_gain if norm else None, model.norm_bias if norm else None)
     return h_out, TLSTMState(h_t, c_t)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import grid_barrier, ln_sums, mma, next_dcf, row_sums, tanh
+from .common import grid_barrier, ln_sums, ln_sums_rows, mma, next_dcf, row_sums, tanh, tile_rows
 
 
 # Long on purpose: see the comment above forward_body.
@@ -14,8 +14,9 @@ from .common import grid_barrier, ln_sums, mma, next_dcf, row_sums, tanh
 def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr, invc_ptr,
                   das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
                   dout_ptr, dht_ptr, dct_ptr,
-                  s, T, DELAY, N, M, GC, KD, NJ, R,
+                  s, T, DELAY, B, N, M, GC, KD, NJ, R,
                   NORM: tl.constexpr, MEMCONV: tl.constexpr, HAS_NEXT: tl.constexpr,
+                  FOLD: tl.constexpr, PRECISION: tl.constexpr,
                   BN: tl.constexpr, BM: tl.constexpr, BG: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr):
     """Backward of step s for a tile: dA_s (local part), dc_s, and the deferred partials.
 
@@ -24,50 +25,53 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
     the norm's deferred terms), dns[s] (dL/dN(c_s), for the gain and bias gradients),
     pa/pb[s] (partial sums of gain*dn and gain*dn*xhat per location and channel tile),
     dql/dq1/dq2[s] (partial sums of the Q gradient per location and channel tile).
+    Rows as in forward_body (``common.tile_rows``).
     """
-    b = tl.program_id(0)
-    B = tl.num_programs(0)
-    loc = tl.program_id(1) * BN + tl.arange(0, BN)
+    b, ex, loc, lok = tile_rows(B, N, BN, FOLD)
     jt = tl.program_id(2)
     chn = jt * BM + tl.arange(0, BM)
-    lok = loc < N
     cok = chn < M
     own = lok[:, None] & cok[None, :]
     dt = w_ptr.dtype.element_ty
     s64 = tl.cast(s, tl.int64)  # s: an argument, a loop variable, or a plain int (interpreter)
+    bt = B * N  # rows per step
+    e_s = s64 * bt + ex  # row of location 0 of this example in step s (acts, das, dcs, ...)
+    e_n = e_s + bt  # step s+1
     kq = tl.arange(0, KDP)
     qok = (kq < KD)[None, :]
     M4 = 4 * M
     gh = tl.zeros((BN, BM), dt)  # dL/dh_s
     dci = tl.zeros((BN, BM), dt)  # dL/dc_s from outside and through step s+1
     if HAS_NEXT:
-        nb = ((s64 + 1) * B + b) * N  # row base of step s+1
         ln_a = tl.zeros([1], dt).sum(0)
         ln_b = ln_a
         if NORM == 2:
-            ln_a, ln_b = ln_sums(pa_ptr, pb_ptr, nb * NJ, N, M, NJ, BN, NJP)
+            if FOLD:
+                ln_a, ln_b = ln_sums_rows(pa_ptr, pb_ptr, e_n + loc * 0, lok, N, M, NJ, NJP)
+            else:
+                ln_a, ln_b = ln_sums(pa_ptr, pb_ptr, e_n * NJ, N, M, NJ, BN, NJP)
         # dL/dh_s = sum over the windows that read h_s of W^h dA_{s+1} (inverse hidden map).
         for k in range(KD):
             src = tl.load(invh_ptr + loc * KD + k, mask=lok, other=-1)
             sok = src >= 0
-            sl = tl.where(sok, src, 0)
-            alpha, beta = row_sums(pa_ptr, pb_ptr, nb * NJ, sl, sok, ln_a, ln_b, M, NJ, NORM, NJP)
+            srow = e_n + tl.where(sok, src, 0)
+            alpha, beta = row_sums(pa_ptr, pb_ptr, srow, sok, ln_a, ln_b, M, NJ, NORM, NJP)
             for g0 in range(0, M4, BG):
                 gcol = g0 + tl.arange(0, BG)
                 gok = gcol < M4
                 rm = sok[:, None] & gok[None, :]
-                da = tl.load(das_ptr + (nb + sl[:, None]) * GC + gcol[None, :], mask=rm, other=0.0)
+                da = tl.load(das_ptr + srow[:, None] * GC + gcol[None, :], mask=rm, other=0.0)
                 if NORM != 0:
-                    eo = (nb + sl[:, None]) * M4 + gcol[None, :]
+                    eo = srow[:, None] * M4 + gcol[None, :]
                     da = (da - alpha[:, None] * tl.load(e1_ptr + eo, mask=rm, other=0.0)
                           - beta[:, None] * tl.load(e2_ptr + eo, mask=rm, other=0.0))
                 wt = tl.load(w_ptr + (k * M + chn[None, :]) * GC + gcol[:, None], mask=gok[:, None] & cok[None, :],
                              other=0.0)
-                gh = mma(da, wt, gh)
+                gh = mma(da, wt, gh, PRECISION)
             if MEMCONV:
                 qm = sok[:, None] & qok
-                q = tl.load(acts_ptr + (nb + sl[:, None]) * GC + M4 + kq[None, :], mask=qm, other=0.0)
-                qo = ((nb + sl[:, None]) * NJ) * KDP + kq[None, :]
+                q = tl.load(acts_ptr + srow[:, None] * GC + M4 + kq[None, :], mask=qm, other=0.0)
+                qo = (srow[:, None] * NJ) * KDP + kq[None, :]
                 dq = tl.zeros((BN, KDP), dt)
                 for j in range(NJ):
                     dq += tl.load(dql_ptr + qo + j * KDP, mask=qm, other=0.0)
@@ -77,10 +81,9 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
                 daq = q * (dq - tl.sum(q * dq, 1)[:, None])  # softmax backward
                 wq = tl.load(w_ptr + (k * M + chn[None, :]) * GC + M4 + kq[:, None],
                              mask=(kq < KD)[:, None] & cok[None, :], other=0.0)
-                gh = mma(daq, wq, gh)
+                gh = mma(daq, wq, gh, PRECISION)
         # dL/dc_s through step s+1's memory-cell convolution (inverse cell map) or, without
-        # it, straight through the forget gate.
-        c_next = ((s64 + 2) * B + b) * N * M  # cs[s+2] = c_{s+1}
+        # it, straight through the forget gate (c_{s+1} is in cs[s+2], bt rows after step s+1's).
         if MEMCONV:
             for r in range(R):
                 ent = tl.load(invc_ptr + loc * R + r, mask=lok, other=-1)
@@ -88,32 +91,33 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
                 el = tl.where(eok, ent, 0)
                 n2 = el // KD
                 k2 = el % KD
-                qv = tl.load(acts_ptr + (nb + n2) * GC + M4 + k2, mask=eok, other=0.0)
-                dci += qv[:, None] * next_dcf(dcs_ptr, acts_ptr, cs_ptr, mean_ptr, rstd_ptr, pa_ptr, pb_ptr, nb,
-                                               c_next, n2, eok, chn, cok, ln_a, ln_b, M, GC, NJ, NORM, NJP)
+                qv = tl.load(acts_ptr + (e_n + n2) * GC + M4 + k2, mask=eok, other=0.0)
+                dci += qv[:, None] * next_dcf(dcs_ptr, acts_ptr, cs_ptr, mean_ptr, rstd_ptr, pa_ptr, pb_ptr, e_n + n2,
+                                               bt, eok, chn, cok, ln_a, ln_b, M, GC, NJ, NORM, NJP)
         else:
-            dci += next_dcf(dcs_ptr, acts_ptr, cs_ptr, mean_ptr, rstd_ptr, pa_ptr, pb_ptr, nb, c_next, loc, lok,
+            dci += next_dcf(dcs_ptr, acts_ptr, cs_ptr, mean_ptr, rstd_ptr, pa_ptr, pb_ptr, e_n + loc, bt, lok,
                              chn, cok, ln_a, ln_b, M, GC, NJ, NORM, NJP)
     # Gradients from outside: y read at the output corner (step t + L - 1), final state at T-1.
     t = s - DELAY
     om = own & ((loc == N - 1) & (loc * 0 + t >= 0))[:, None]
-    gh += tl.load(dout_ptr + (b * T + tl.maximum(t, 0)) * M + chn[None, :] + 0 * loc[:, None], mask=om, other=0.0)
+    orow = b * T + tl.maximum(t, 0) + loc * 0  # dout (B, T, M) of each row's example
+    gh += tl.load(dout_ptr + orow[:, None] * M + chn[None, :], mask=om, other=0.0)
     lm = own & (loc * 0 + s == T - 1)[:, None]
-    so = (b * N + loc[:, None]) * M + chn[None, :]
+    so = (ex + loc)[:, None] * M + chn[None, :]
     gh += tl.load(dht_ptr + so, mask=lm, other=0.0)
     dci += tl.load(dct_ptr + so, mask=lm, other=0.0)
     # This step's own values.
-    rb = (s64 * B + b) * N  # row base of step s
-    ap = (rb + loc[:, None]) * GC + chn[None, :]
+    own_r = e_s + loc
+    ap = own_r[:, None] * GC + chn[None, :]
     g = tl.load(acts_ptr + ap, mask=own, other=0.0)
     i = tl.load(acts_ptr + ap + M, mask=own, other=0.0)
     f = tl.load(acts_ptr + ap + 2 * M, mask=own, other=0.0)
     o = tl.load(acts_ptr + ap + 3 * M, mask=own, other=0.0)
-    mp = (rb + loc[:, None]) * M + chn[None, :]
-    c = tl.load(cs_ptr + B * N * M + mp, mask=own, other=0.0)  # cs[s+1] = c_s
+    mp = own_r[:, None] * M + chn[None, :]
+    c = tl.load(cs_ptr + bt * M + mp, mask=own, other=0.0)  # cs[s+1] = c_s
     if NORM != 0:
-        mean = tl.load(mean_ptr + rb + loc, mask=lok, other=0.0)
-        rstd = tl.load(rstd_ptr + rb + loc, mask=lok, other=0.0)
+        mean = tl.load(mean_ptr + own_r, mask=lok, other=0.0)
+        rstd = tl.load(rstd_ptr + own_r, mask=lok, other=0.0)
         gofs = loc[:, None] * M + chn[None, :]
         gain = tl.load(gain_ptr + gofs, mask=own, other=0.0)
         xhat = (c - mean[:, None]) * rstd[:, None]
@@ -127,7 +131,7 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
         tl.store(dns_ptr + mp, dn, mask=own)
         gd = tl.where(own, gain * dn, 0.0)
         dc = dci + rstd[:, None] * gd  # the norm's local term; alpha/beta terms deferred
-        po = (rb + loc) * NJ + jt
+        po = own_r * NJ + jt
         tl.store(pa_ptr + po, tl.sum(gd, 1), mask=lok)
         tl.store(pb_ptr + po, tl.sum(gd * xhat, 1), mask=lok)
         e1v = tl.zeros((BN, BM), dt) + rstd[:, None]  # d dc / d(-alpha)
@@ -135,9 +139,8 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
     else:
         dc = dci + dn
     tl.store(dcs_ptr + mp, dc, mask=own)
-    cp = rb * M  # cs[s] = c_{s-1}
-    if MEMCONV:
-        q = tl.load(acts_ptr + (rb + loc[:, None]) * GC + M4 + kq[None, :], mask=lok[:, None] & qok, other=0.0)
+    if MEMCONV:  # c_{s-1} is in cs[s], the rows of step s
+        q = tl.load(acts_ptr + own_r[:, None] * GC + M4 + kq[None, :], mask=lok[:, None] & qok, other=0.0)
         cprev = tl.zeros((BN, BM), dt)
         dq = tl.zeros((BN, KDP), dt)
         dq1 = tl.zeros((BN, KDP), dt)
@@ -145,21 +148,21 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
         dcf = dc * f
         for k in range(KD):
             cl = tl.load(cidx_ptr + loc * KD + k, mask=lok, other=0)
-            cw = tl.load(cs_ptr + cp + cl[:, None] * M + chn[None, :], mask=own, other=0.0)
+            cw = tl.load(cs_ptr + (e_s + cl)[:, None] * M + chn[None, :], mask=own, other=0.0)
             sel = kq[None, :] == k
             cprev += tl.sum(tl.where(sel, q, 0.0), 1)[:, None] * cw
             dq += tl.where(sel, tl.sum(cw * dcf, 1)[:, None], 0.0)
             if NORM != 0:
                 dq1 += tl.where(sel, tl.sum(cw * e1v * f, 1)[:, None], 0.0)
                 dq2 += tl.where(sel, tl.sum(cw * e2v * f, 1)[:, None], 0.0)
-        qo = ((rb + loc[:, None]) * NJ + jt) * KDP + kq[None, :]
+        qo = (own_r[:, None] * NJ + jt) * KDP + kq[None, :]
         qm = lok[:, None] & qok
         tl.store(dql_ptr + qo, dq, mask=qm)
         if NORM != 0:
             tl.store(dq1_ptr + qo, dq1, mask=qm)
             tl.store(dq2_ptr + qo, dq2, mask=qm)
     else:
-        cprev = tl.load(cs_ptr + cp + loc[:, None] * M + chn[None, :], mask=own, other=0.0)
+        cprev = tl.load(cs_ptr + mp, mask=own, other=0.0)
     # dA for G, I, F (through c_s = g*i + cprev*f) and O.
     fg = i * (1.0 - g * g)
     fi = g * i * (1.0 - i)
@@ -169,7 +172,7 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
     tl.store(das_ptr + ap + 2 * M, dc * ff, mask=own)
     tl.store(das_ptr + ap + 3 * M, da_o, mask=own)
     if NORM != 0:
-        ep = (rb + loc[:, None]) * M4 + chn[None, :]
+        ep = own_r[:, None] * M4 + chn[None, :]
         zero = tl.zeros((BN, BM), dt)
         tl.store(e1_ptr + ep, e1v * fg, mask=own)
         tl.store(e1_ptr + ep + M, e1v * fi, mask=own)
@@ -181,39 +184,38 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
         tl.store(e2_ptr + ep + 3 * M, zero, mask=own)
 
 
-
-
-@triton.jit(do_not_specialize=["s", "T", "DELAY", "N", "M", "GC", "KD", "NJ", "R"])
+@triton.jit(do_not_specialize=["s", "T", "DELAY", "B", "N", "M", "GC", "KD", "NJ", "R"])
 def backward_step(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr, invc_ptr,
                   das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
                   dout_ptr, dht_ptr, dct_ptr,
-                  s, T, DELAY, N, M, GC, KD, NJ, R,
+                  s, T, DELAY, B, N, M, GC, KD, NJ, R,
                   NORM: tl.constexpr, MEMCONV: tl.constexpr, HAS_NEXT: tl.constexpr,
+                  FOLD: tl.constexpr, PRECISION: tl.constexpr,
                   BN: tl.constexpr, BM: tl.constexpr, BG: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr):
     """The backward of step s (launched for s = S-1 .. 0)."""
     backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr, invc_ptr,
                   das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
-                  dout_ptr, dht_ptr, dct_ptr, s, T, DELAY, N, M, GC, KD, NJ, R,
-                  NORM, MEMCONV, HAS_NEXT, BN, BM, BG, KDP, NJP)
+                  dout_ptr, dht_ptr, dct_ptr, s, T, DELAY, B, N, M, GC, KD, NJ, R,
+                  NORM, MEMCONV, HAS_NEXT, FOLD, PRECISION, BN, BM, BG, KDP, NJP)
 
 
-@triton.jit(do_not_specialize=["S", "T", "DELAY", "N", "M", "GC", "KD", "NJ", "R"])
+@triton.jit(do_not_specialize=["S", "T", "DELAY", "B", "N", "M", "GC", "KD", "NJ", "R"])
 def backward_persistent(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr,
                         invc_ptr, das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr,
                         dq2_ptr, dout_ptr, dht_ptr, dct_ptr, sem_ptr,
-                        S, T, DELAY, N, M, GC, KD, NJ, R,
-                        NORM: tl.constexpr, MEMCONV: tl.constexpr,
+                        S, T, DELAY, B, N, M, GC, KD, NJ, R,
+                        NORM: tl.constexpr, MEMCONV: tl.constexpr, FOLD: tl.constexpr, PRECISION: tl.constexpr,
                         BN: tl.constexpr, BM: tl.constexpr, BG: tl.constexpr, KDP: tl.constexpr,
                         NJP: tl.constexpr):
     """Steps S-1 .. 0 in one launch, a grid barrier between them (step s reads step s+1's
     dA, dc and partial sums, written by other programs)."""
     backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr, invc_ptr,
                   das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
-                  dout_ptr, dht_ptr, dct_ptr, S - 1, T, DELAY, N, M, GC, KD, NJ, R,
-                  NORM, MEMCONV, False, BN, BM, BG, KDP, NJP)
+                  dout_ptr, dht_ptr, dct_ptr, S - 1, T, DELAY, B, N, M, GC, KD, NJ, R,
+                  NORM, MEMCONV, False, FOLD, PRECISION, BN, BM, BG, KDP, NJP)
     for r in range(1, S):
         grid_barrier(sem_ptr)
         backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr,
                       invc_ptr, das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr,
-                      dq2_ptr, dout_ptr, dht_ptr, dct_ptr, S - 1 - r, T, DELAY, N, M, GC, KD, NJ, R,
-                      NORM, MEMCONV, True, BN, BM, BG, KDP, NJP)
+                      dq2_ptr, dout_ptr, dht_ptr, dct_ptr, S - 1 - r, T, DELAY, B, N, M, GC, KD, NJ, R,
+                      NORM, MEMCONV, True, FOLD, PRECISION, BN, BM, BG, KDP, NJP)

@@ -19,19 +19,45 @@ HOFF = tl.constexpr(HIDDEN_OFFSET)
 
 
 @triton.jit
-def mma(a, b, acc):
-    """acc + a @ b, chosen at compile time: ``tl.dot`` (IEEE float32, no TF32, so results match
-    eager's) where every side is >= 16 and the dtype is float32; otherwise a broadcast
-    multiply-and-sum. float64 always takes the sum: Triton 3.6's GPU compiler rejects a float64
-    ``tl.dot`` (the first H100 run), and float64 is for correctness checks, not speed. Small
-    tiles (batch 1: one or two locations, a few channels per program) take it too, as
-    ``tl.dot`` needs 16 on every side."""
+def mma(a, b, acc, PRECISION: tl.constexpr):
+    """acc + a @ b, chosen at compile time: ``tl.dot`` where every side is >= 16 and the dtype is
+    float32, with ``input_precision=PRECISION`` ("ieee": no TF32, so float32 results match
+    eager's, the default; "tf32x3": tensor cores, three TF32 products, close to float32;
+    "tf32": one TF32 product, about 3 decimal digits per product); otherwise a broadcast
+    multiply-and-sum in plain float32 whatever PRECISION asks (launch.Geometry records whether
+    any product used tensor cores). float64 always takes the sum: Triton 3.6's GPU compiler
+    rejects a float64 ``tl.dot`` (the first H100 run), and float64 is for correctness checks,
+    not speed. Small tiles (batch 1: one or two locations, a few channels per program) take it
+    too, as ``tl.dot`` needs 16 on every side. Triton's interpreter ignores the precision: there
+    tf32 and tf32x3 compute what ieee computes."""
     if a.dtype == tl.float64:
         return acc + tl.sum(a[:, :, None] * b[None, :, :], 1)
     elif a.shape[0] < 16 or a.shape[1] < 16 or b.shape[1] < 16:
         return acc + tl.sum(a[:, :, None] * b[None, :, :], 1)
     else:
-        return tl.dot(a, b, acc, input_precision="ieee")
+        return tl.dot(a, b, acc, input_precision=PRECISION)
+
+
+@triton.jit
+def tile_rows(B, N, BN: tl.constexpr, FOLD: tl.constexpr):
+    """(b, b * N, loc, ok) of a program's BN rows: the example, the row of its location 0 within
+    a step, the location and whether the row exists. Buffers hold a step's rows example after
+    example (row b * N + loc), so a row's offsets never need b and loc apart.
+
+    Not folded (the grid (B, ceil(N/BN), NJ)): the rows are locations of one example b, a
+    scalar. FOLD (the grid (1, ceil(B*N/BN), NJ)): the batch folded into the rows, so a tile
+    may hold rows of several examples and b is a vector; at batch 15 and one location (2D,
+    L = 1) one 16-row tile holds the whole batch instead of 15 tiles of one row."""
+    if FOLD:
+        r = tl.program_id(1) * BN + tl.arange(0, BN)
+        ok = r < B * N
+        b = r // N
+        loc = r - b * N
+    else:
+        b = tl.program_id(0)
+        loc = tl.program_id(1) * BN + tl.arange(0, BN)
+        ok = loc < N
+    return b, b * N, loc, ok
 
 
 @triton.jit
@@ -81,13 +107,13 @@ def tile_counts(M, NJ, BM: tl.constexpr, NJP: tl.constexpr):
 
 
 @triton.jit
-def cn_stats(pmean_ptr, pm2_ptr, base, rows, ok, M, NJ, eps, BM: tl.constexpr, NJP: tl.constexpr):
-    """Mean and 1/std over the M channels of each location in ``rows`` (CN), combining the
+def cn_stats(pmean_ptr, pm2_ptr, rows, ok, M, NJ, eps, BM: tl.constexpr, NJP: tl.constexpr):
+    """Mean and 1/std over the M channels of each row in ``rows`` (CN), combining the
     per-channel-tile partials (mean, sum of squared deviations) by Chan's formula."""
     j = tl.arange(0, NJP)
     cnt = tile_counts(M, NJ, BM, NJP)
     msk = ok[:, None] & (j < NJ)[None, :]
-    off = base + rows[:, None] * NJ + j[None, :]
+    off = rows[:, None] * NJ + j[None, :]
     pm = tl.load(pmean_ptr + off, mask=msk, other=0.0)
     p2 = tl.load(pm2_ptr + off, mask=msk, other=0.0)
     mean = tl.sum(pm * cnt[None, :], 1) / M
@@ -122,11 +148,36 @@ def ln_stats(pmean_ptr, pm2_ptr, base, N, M, NJ, eps, BN: tl.constexpr, BM: tl.c
 
 
 @triton.jit
-def row_stats(pmean_ptr, pm2_ptr, base, rows, ok, ln_mean, ln_rstd, M, NJ, eps, NORM: tl.constexpr,
+def ln_stats_rows(pmean_ptr, pm2_ptr, e0, ok, N, M, NJ, eps, BM: tl.constexpr, NJP: tl.constexpr):
+    """LN's mean and 1/std per row when a tile holds rows of several examples (FOLD): ``e0``,
+    the row of location 0 of each row's example. The same sums as ``ln_stats``, in another
+    order (one location at a time)."""
+    dt = pmean_ptr.dtype.element_ty
+    j = tl.arange(0, NJP)
+    cnt = tile_counts(M, NJ, BM, NJP)
+    msk = ok[:, None] & (j < NJ)[None, :]
+    total = tl.zeros(e0.shape, dt)
+    for n in range(N):
+        pm = tl.load(pmean_ptr + (e0 + n)[:, None] * NJ + j[None, :], mask=msk, other=0.0)
+        total += tl.sum(pm * cnt[None, :], 1)
+    mean = total / (N * M)
+    m2 = tl.zeros(e0.shape, dt)
+    for n in range(N):
+        off = (e0 + n)[:, None] * NJ + j[None, :]
+        pm = tl.load(pmean_ptr + off, mask=msk, other=0.0)
+        p2 = tl.load(pm2_ptr + off, mask=msk, other=0.0)
+        d = pm - mean[:, None]
+        m2 += tl.sum(tl.where(msk, p2 + cnt[None, :] * d * d, 0.0), 1)
+    return mean, 1.0 / tl.sqrt(m2 / (N * M) + eps)
+
+
+@triton.jit
+def row_stats(pmean_ptr, pm2_ptr, rows, ok, ln_mean, ln_rstd, M, NJ, eps, NORM: tl.constexpr,
               BM: tl.constexpr, NJP: tl.constexpr):
-    """Per-row (mean, rstd) of the previous step's c: CN per location, LN the example's."""
+    """Per-row (mean, rstd) of the previous step's c: CN per location, LN the example's (a
+    scalar, or a vector of one per row when the batch is folded into the rows)."""
     if NORM == 1:
-        mean, rstd = cn_stats(pmean_ptr, pm2_ptr, base, rows, ok, M, NJ, eps, BM, NJP)
+        mean, rstd = cn_stats(pmean_ptr, pm2_ptr, rows, ok, M, NJ, eps, BM, NJP)
     else:
         mean = tl.zeros(rows.shape, ln_mean.dtype) + ln_mean
         rstd = tl.zeros(rows.shape, ln_rstd.dtype) + ln_rstd
@@ -134,11 +185,12 @@ def row_stats(pmean_ptr, pm2_ptr, base, rows, ok, ln_mean, ln_rstd, M, NJ, eps, 
 
 
 @triton.jit
-def hidden(cs_ptr, acts_ptr, gain_ptr, bias_ptr, c_base, a_base, loc, chan, msk, mean, rstd, M, GC,
+def hidden(cs_ptr, acts_ptr, gain_ptr, bias_ptr, crow, arow, loc, chan, msk, mean, rstd, M, GC,
            NORM: tl.constexpr):
-    """h = tanh(N(c)) * o at (loc, chan) from the stored c, O gate and statistics (eq. 15)."""
-    c = tl.load(cs_ptr + c_base + loc[:, None] * M + chan[None, :], mask=msk, other=0.0)
-    o = tl.load(acts_ptr + a_base + loc[:, None] * GC + 3 * M + chan[None, :], mask=msk, other=0.0)
+    """h = tanh(N(c)) * o at (loc, chan) from the stored c (row ``crow`` of cs), O gate (row
+    ``arow`` of acts) and statistics (eq. 15)."""
+    c = tl.load(cs_ptr + crow[:, None] * M + chan[None, :], mask=msk, other=0.0)
+    o = tl.load(acts_ptr + arow[:, None] * GC + 3 * M + chan[None, :], mask=msk, other=0.0)
     if NORM != 0:
         gofs = loc[:, None] * M + chan[None, :]
         gain = tl.load(gain_ptr + gofs, mask=msk, other=0.0)
@@ -152,11 +204,11 @@ def hidden(cs_ptr, acts_ptr, gain_ptr, bias_ptr, c_base, a_base, loc, chan, msk,
 # ---- the backward's deferred sums (LN/CN's two means) ----------------------------------
 
 @triton.jit
-def cn_sums(pa_ptr, pb_ptr, base, rows, ok, M, NJ, NJP: tl.constexpr):
-    """alpha = mean_m(gain*dn), beta = mean_m(gain*dn*xhat) per location (CN's backward)."""
+def cn_sums(pa_ptr, pb_ptr, rows, ok, M, NJ, NJP: tl.constexpr):
+    """alpha = mean_m(gain*dn), beta = mean_m(gain*dn*xhat) per row (CN's backward)."""
     j = tl.arange(0, NJP)
     msk = ok[:, None] & (j < NJ)[None, :]
-    off = base + rows[:, None] * NJ + j[None, :]
+    off = rows[:, None] * NJ + j[None, :]
     return (tl.sum(tl.load(pa_ptr + off, mask=msk, other=0.0), 1) / M,
             tl.sum(tl.load(pb_ptr + off, mask=msk, other=0.0), 1) / M)
 
@@ -178,9 +230,25 @@ def ln_sums(pa_ptr, pb_ptr, base, N, M, NJ, BN: tl.constexpr, NJP: tl.constexpr)
 
 
 @triton.jit
-def row_sums(pa_ptr, pb_ptr, base, rows, ok, ln_a, ln_b, M, NJ, NORM: tl.constexpr, NJP: tl.constexpr):
+def ln_sums_rows(pa_ptr, pb_ptr, e0, ok, N, M, NJ, NJP: tl.constexpr):
+    """``ln_sums`` per row when a tile holds rows of several examples (FOLD; ``e0`` as in
+    ``ln_stats_rows``)."""
+    dt = pa_ptr.dtype.element_ty
+    j = tl.arange(0, NJP)
+    msk = ok[:, None] & (j < NJ)[None, :]
+    sa = tl.zeros(e0.shape, dt)
+    sb = tl.zeros(e0.shape, dt)
+    for n in range(N):
+        off = (e0 + n)[:, None] * NJ + j[None, :]
+        sa += tl.sum(tl.load(pa_ptr + off, mask=msk, other=0.0), 1)
+        sb += tl.sum(tl.load(pb_ptr + off, mask=msk, other=0.0), 1)
+    return sa / (N * M), sb / (N * M)
+
+
+@triton.jit
+def row_sums(pa_ptr, pb_ptr, rows, ok, ln_a, ln_b, M, NJ, NORM: tl.constexpr, NJP: tl.constexpr):
     if NORM == 1:
-        alpha, beta = cn_sums(pa_ptr, pb_ptr, base, rows, ok, M, NJ, NJP)
+        alpha, beta = cn_sums(pa_ptr, pb_ptr, rows, ok, M, NJ, NJP)
     else:
         alpha = tl.zeros(rows.shape, ln_a.dtype) + ln_a
         beta = tl.zeros(rows.shape, ln_b.dtype) + ln_b
@@ -188,17 +256,18 @@ def row_sums(pa_ptr, pb_ptr, base, rows, ok, ln_a, ln_b, M, NJ, NORM: tl.constex
 
 
 @triton.jit
-def next_dcf(dcs_ptr, acts_ptr, cs_ptr, mean_ptr, rstd_ptr, pa_ptr, pb_ptr, row_base, c_base, rows, ok, chn, cok,
+def next_dcf(dcs_ptr, acts_ptr, cs_ptr, mean_ptr, rstd_ptr, pa_ptr, pb_ptr, rows, BT, ok, chn, cok,
              ln_a, ln_b, M, GC, NJ, NORM: tl.constexpr, NJP: tl.constexpr):
-    """dc_{s+1} * f_{s+1} at ``rows``, completing dc with the norm's deferred terms."""
+    """dc_{s+1} * f_{s+1} at ``rows`` (rows of step s+1; c_{s+1} is BT rows further in cs),
+    completing dc with the norm's deferred terms."""
     msk = ok[:, None] & cok[None, :]
-    dc = tl.load(dcs_ptr + (row_base + rows[:, None]) * M + chn[None, :], mask=msk, other=0.0)
-    f = tl.load(acts_ptr + (row_base + rows[:, None]) * GC + 2 * M + chn[None, :], mask=msk, other=0.0)
+    dc = tl.load(dcs_ptr + rows[:, None] * M + chn[None, :], mask=msk, other=0.0)
+    f = tl.load(acts_ptr + rows[:, None] * GC + 2 * M + chn[None, :], mask=msk, other=0.0)
     if NORM != 0:
-        alpha, beta = row_sums(pa_ptr, pb_ptr, row_base * NJ, rows, ok, ln_a, ln_b, M, NJ, NORM, NJP)
-        c = tl.load(cs_ptr + c_base + rows[:, None] * M + chn[None, :], mask=msk, other=0.0)
-        mean = tl.load(mean_ptr + row_base + rows, mask=ok, other=0.0)
-        rstd = tl.load(rstd_ptr + row_base + rows, mask=ok, other=0.0)
+        alpha, beta = row_sums(pa_ptr, pb_ptr, rows, ok, ln_a, ln_b, M, NJ, NORM, NJP)
+        c = tl.load(cs_ptr + (rows + BT)[:, None] * M + chn[None, :], mask=msk, other=0.0)
+        mean = tl.load(mean_ptr + rows, mask=ok, other=0.0)
+        rstd = tl.load(rstd_ptr + rows, mask=ok, other=0.0)
         xhat = (c - mean[:, None]) * rstd[:, None]
         dc = dc - rstd[:, None] * (alpha[:, None] + beta[:, None] * xhat)
     return dc * f

@@ -7,7 +7,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import HOFF, INPUT, grid_barrier, hidden, ln_stats, mma, row_stats, tanh
+from .common import HOFF, INPUT, grid_barrier, hidden, ln_stats, ln_stats_rows, mma, row_stats, tanh, tile_rows
 
 
 # Long on purpose (as backward_body): the phases of a step (finish h_{s-1}, gather the windows,
@@ -17,8 +17,9 @@ from .common import HOFF, INPUT, grid_barrier, hidden, ln_stats, mma, row_stats,
 @triton.jit
 def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                  w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr,
-                 s, S, N, M, GC, KD, NJ, eps,
+                 s, S, B, N, M, GC, KD, NJ, eps,
                  NORM: tl.constexpr, MEMCONV: tl.constexpr, FIRST: tl.constexpr, FINISH: tl.constexpr,
+                 FOLD: tl.constexpr, PRECISION: tl.constexpr,
                  BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr,
                  NJP: tl.constexpr):
     """Step s of one tile (one launch, or one turn of the persistent loop): finish h_{s-1}
@@ -26,14 +27,12 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
 
     Buffers (contiguous): z (B, S, M); hs, cs (S+1, B, N, M) with hs[s] = h_{s-1},
     cs[s] = c_{s-1} (index 0: the given state); acts (S, B, N, GC) post-activation
-    G, I, F, O, Q; partial statistics (S, B, N, NJ); mean, rstd (S, B, N).
+    G, I, F, O, Q; partial statistics (S, B, N, NJ); mean, rstd (S, B, N). A row is one
+    (step, example, location): row s * B * N + b * N + loc (``common.tile_rows``).
     """
-    b = tl.program_id(0)
-    B = tl.num_programs(0)
-    loc = tl.program_id(1) * BN + tl.arange(0, BN)
+    b, ex, loc, lok = tile_rows(B, N, BN, FOLD)
     jt = tl.program_id(2)
     chn = jt * BM + tl.arange(0, BM)
-    lok = loc < N
     cok = chn < M
     own = lok[:, None] & cok[None, :]
     # (scalar conditions are broadcast to vectors before they meet a mask: the
@@ -41,23 +40,25 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
     first_tile = (loc * 0 + jt) == 0
     dt = w_ptr.dtype.element_ty
     s64 = tl.cast(s, tl.int64)  # s: an argument, a loop variable, or a plain int (interpreter)
-    c_prev = (s64 * B + b) * N * M  # cs[s] = c_{s-1}; hs[s] = h_{s-1} (same layout)
-    a_prev = ((s64 - 1) * B + b) * N * GC  # acts of step s-1
-    p_prev = ((s64 - 1) * B + b) * N * NJ  # partial statistics of step s-1
+    bt = B * N  # rows per step
+    e_cur = s64 * bt + ex  # row of location 0 of this example in cs[s] = c_{s-1}, hs[s], acts of step s
+    e_prev = e_cur - bt  # acts, statistics of step s-1
+    own_c = e_cur + loc
+    own_p = e_prev + loc
     ln_mean = tl.zeros([1], dt).sum(0)
     ln_rstd = ln_mean + 1.0
     if not FIRST:
         if NORM == 2:
-            ln_mean, ln_rstd = ln_stats(pmean_ptr, pm2_ptr, p_prev, N, M, NJ, eps, BN, BM, NJP)
-        mean_o, rstd_o = row_stats(pmean_ptr, pm2_ptr, p_prev, loc, lok, ln_mean, ln_rstd, M, NJ, eps,
-                                    NORM, BM, NJP)
-        h = hidden(cs_ptr, acts_ptr, gain_ptr, bias_ptr, c_prev, a_prev, loc, chn, own, mean_o, rstd_o,
-                    M, GC, NORM)
-        tl.store(hs_ptr + c_prev + loc[:, None] * M + chn[None, :], h, mask=own)
+            if FOLD:
+                ln_mean, ln_rstd = ln_stats_rows(pmean_ptr, pm2_ptr, e_prev + loc * 0, lok, N, M, NJ, eps, BM, NJP)
+            else:
+                ln_mean, ln_rstd = ln_stats(pmean_ptr, pm2_ptr, e_prev * NJ, N, M, NJ, eps, BN, BM, NJP)
+        mean_o, rstd_o = row_stats(pmean_ptr, pm2_ptr, own_p, lok, ln_mean, ln_rstd, M, NJ, eps, NORM, BM, NJP)
+        h = hidden(cs_ptr, acts_ptr, gain_ptr, bias_ptr, own_c, own_p, loc, chn, own, mean_o, rstd_o, M, GC, NORM)
+        tl.store(hs_ptr + own_c[:, None] * M + chn[None, :], h, mask=own)
         if NORM != 0:
-            so = ((s64 - 1) * B + b) * N + loc
-            tl.store(mean_ptr + so, mean_o, mask=lok & first_tile)
-            tl.store(rstd_ptr + so, rstd_o, mask=lok & first_tile)
+            tl.store(mean_ptr + own_p, mean_o, mask=lok & first_tile)
+            tl.store(rstd_ptr + own_p, rstd_o, mask=lok & first_tile)
     if not FINISH:
         kq = tl.arange(0, KDP)
         acc_g = tl.zeros((BN, BM), dt)
@@ -65,7 +66,7 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
         acc_f = tl.zeros((BN, BM), dt)
         acc_o = tl.zeros((BN, BM), dt)
         acc_q = tl.zeros((BN, KDP), dt)
-        z_row = (b * S + s64) * M
+        z_row = (b * S + s64) * M + loc * 0  # z (B, S, M) of each row's example
         # Cross-layer convolution (eq. 10, SPEC section 3 steps 2-3): window rows gathered
         # through hidden_index from [0, z_s, h_{s-1}], times W^h.
         for k in range(KD):
@@ -74,36 +75,34 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
             is_h = slot >= HOFF
             hl = tl.where(is_h, slot - HOFF, 0)
             if not FIRST:
-                mean_h, rstd_h = row_stats(pmean_ptr, pm2_ptr, p_prev, hl, is_h, ln_mean, ln_rstd, M, NJ,
+                mean_h, rstd_h = row_stats(pmean_ptr, pm2_ptr, e_prev + hl, is_h, ln_mean, ln_rstd, M, NJ,
                                             eps, NORM, BM, NJP)
             for m0 in range(0, M, BK):
                 cin = m0 + tl.arange(0, BK)
                 iok = cin < M
                 hm = is_h[:, None] & iok[None, :]
                 if FIRST:  # h_{-1} is the given state, not a function of c_{-1}
-                    hv = tl.load(hs_ptr + c_prev + hl[:, None] * M + cin[None, :], mask=hm, other=0.0)
+                    hv = tl.load(hs_ptr + (e_cur + hl)[:, None] * M + cin[None, :], mask=hm, other=0.0)
                 else:
-                    hv = hidden(cs_ptr, acts_ptr, gain_ptr, bias_ptr, c_prev, a_prev, hl, cin, hm, mean_h,
-                                 rstd_h, M, GC, NORM)
-                zv = tl.load(z_ptr + z_row + cin, mask=iok, other=0.0)
-                win = tl.where(is_z[:, None], zv[None, :], hv)
+                    hv = hidden(cs_ptr, acts_ptr, gain_ptr, bias_ptr, e_cur + hl, e_prev + hl, hl, cin, hm,
+                                 mean_h, rstd_h, M, GC, NORM)
+                zv = tl.load(z_ptr + z_row[:, None] + cin[None, :], mask=is_z[:, None] & iok[None, :], other=0.0)
+                win = tl.where(is_z[:, None], zv, hv)
                 w_row = w_ptr + (k * M + cin)[:, None] * GC
                 wm = iok[:, None] & cok[None, :]
-                # ieee: no TF32, so float32 results match eager's (the accumulator is passed in)
-                acc_g = mma(win, tl.load(w_row + chn[None, :], mask=wm, other=0.0), acc_g)
-                acc_i = mma(win, tl.load(w_row + M + chn[None, :], mask=wm, other=0.0), acc_i)
-                acc_f = mma(win, tl.load(w_row + 2 * M + chn[None, :], mask=wm, other=0.0), acc_f)
-                acc_o = mma(win, tl.load(w_row + 3 * M + chn[None, :], mask=wm, other=0.0), acc_o)
+                acc_g = mma(win, tl.load(w_row + chn[None, :], mask=wm, other=0.0), acc_g, PRECISION)
+                acc_i = mma(win, tl.load(w_row + M + chn[None, :], mask=wm, other=0.0), acc_i, PRECISION)
+                acc_f = mma(win, tl.load(w_row + 2 * M + chn[None, :], mask=wm, other=0.0), acc_f, PRECISION)
+                acc_o = mma(win, tl.load(w_row + 3 * M + chn[None, :], mask=wm, other=0.0), acc_o, PRECISION)
                 if MEMCONV:
                     wq = tl.load(w_row + 4 * M + kq[None, :], mask=iok[:, None] & (kq < KD)[None, :], other=0.0)
-                    acc_q = mma(win, wq, acc_q)
+                    acc_q = mma(win, wq, acc_q, PRECISION)
         # Gates (eq. 11): G tanh, I F O sigmoid.
         g = tanh(acc_g + tl.load(bh_ptr + chn, mask=cok, other=0.0)[None, :])
         i = tl.sigmoid(acc_i + tl.load(bh_ptr + M + chn, mask=cok, other=0.0)[None, :])
         f = tl.sigmoid(acc_f + tl.load(bh_ptr + 2 * M + chn, mask=cok, other=0.0)[None, :])
         o = tl.sigmoid(acc_o + tl.load(bh_ptr + 3 * M + chn, mask=cok, other=0.0)[None, :])
-        a_cur = (s64 * B + b) * N * GC
-        a_own = acts_ptr + a_cur + loc[:, None] * GC + chn[None, :]
+        a_own = acts_ptr + own_c[:, None] * GC + chn[None, :]
         tl.store(a_own, g, mask=own)
         tl.store(a_own + M, i, mask=own)
         tl.store(a_own + 2 * M, f, mask=own)
@@ -116,48 +115,45 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
             ql = tl.where(qok, ql, float("-inf"))
             e = tl.exp(ql - tl.max(ql, 1)[:, None])
             q = e / tl.sum(e, 1)[:, None]
-            tl.store(acts_ptr + a_cur + loc[:, None] * GC + 4 * M + kq[None, :], q,
-                     mask=(lok & first_tile)[:, None] & qok)
+            tl.store(acts_ptr + own_c[:, None] * GC + 4 * M + kq[None, :], q, mask=(lok & first_tile)[:, None] & qok)
             cc = tl.zeros((BN, BM), dt)
             for k in range(KD):
                 cl = tl.load(cidx_ptr + loc * KD + k, mask=lok, other=0)
                 qk = tl.sum(tl.where(kq[None, :] == k, q, 0.0), 1)
-                cc += qk[:, None] * tl.load(cs_ptr + c_prev + cl[:, None] * M + chn[None, :], mask=own, other=0.0)
+                cc += qk[:, None] * tl.load(cs_ptr + (e_cur + cl)[:, None] * M + chn[None, :], mask=own, other=0.0)
         else:
-            cc = tl.load(cs_ptr + c_prev + loc[:, None] * M + chn[None, :], mask=own, other=0.0)
+            cc = tl.load(cs_ptr + own_c[:, None] * M + chn[None, :], mask=own, other=0.0)
         c = g * i + cc * f  # eq. 14
-        tl.store(cs_ptr + c_prev + B * N * M + loc[:, None] * M + chn[None, :], c, mask=own)
+        tl.store(cs_ptr + (own_c + bt)[:, None] * M + chn[None, :], c, mask=own)
         if NORM != 0:
             cnt = tl.minimum(M - jt * BM, BM).to(tl.float32)
             tm = tl.sum(tl.where(own, c, 0.0), 1) / cnt
             d = tl.where(own, c - tm[:, None], 0.0)
-            po = ((s64 * B + b) * N + loc) * NJ + jt
-            tl.store(pmean_ptr + po, tm, mask=lok)
-            tl.store(pm2_ptr + po, tl.sum(d * d, 1), mask=lok)
-
-
+            tl.store(pmean_ptr + own_c * NJ + jt, tm, mask=lok)
+            tl.store(pm2_ptr + own_c * NJ + jt, tl.sum(d * d, 1), mask=lok)
 
 
 # Integer arguments are not specialized (Triton would make a 1, e.g. N at L = 1, a constant):
 # one compiled variant per constexpr set, the set benchmarks/triton_compile.py compiles.
-@triton.jit(do_not_specialize=["s", "S", "N", "M", "GC", "KD", "NJ"])
+@triton.jit(do_not_specialize=["s", "S", "B", "N", "M", "GC", "KD", "NJ"])
 def forward_step(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                  w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr,
-                 s, S, N, M, GC, KD, NJ, eps,
+                 s, S, B, N, M, GC, KD, NJ, eps,
                  NORM: tl.constexpr, MEMCONV: tl.constexpr, FIRST: tl.constexpr, FINISH: tl.constexpr,
+                 FOLD: tl.constexpr, PRECISION: tl.constexpr,
                  BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr,
                  NJP: tl.constexpr):
     """Launch s of S + 1 (the last finishes h of step S - 1)."""
     forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
-                 w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, s, S, N, M, GC, KD, NJ, eps,
-                 NORM, MEMCONV, FIRST, FINISH, BN, BM, BK, KDP, NJP)
+                 w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, s, S, B, N, M, GC, KD, NJ, eps,
+                 NORM, MEMCONV, FIRST, FINISH, FOLD, PRECISION, BN, BM, BK, KDP, NJP)
 
 
-@triton.jit(do_not_specialize=["S", "N", "M", "GC", "KD", "NJ"])
+@triton.jit(do_not_specialize=["S", "B", "N", "M", "GC", "KD", "NJ"])
 def forward_persistent(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                        w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, sem_ptr,
-                       S, N, M, GC, KD, NJ, eps,
-                       NORM: tl.constexpr, MEMCONV: tl.constexpr,
+                       S, B, N, M, GC, KD, NJ, eps,
+                       NORM: tl.constexpr, MEMCONV: tl.constexpr, FOLD: tl.constexpr, PRECISION: tl.constexpr,
                        BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr,
                        NJP: tl.constexpr):
     """All S steps and the finisher in one launch: what launch s + 1 of ``forward_step`` reads
@@ -165,14 +161,14 @@ def forward_persistent(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean
     barrier, so the results are the same, step for step."""
     zero = S * 0  # a run-time 0: the body takes s as a tensor
     forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
-                 w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, zero, S, N, M, GC, KD, NJ, eps,
-                 NORM, MEMCONV, True, False, BN, BM, BK, KDP, NJP)
+                 w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, zero, S, B, N, M, GC, KD, NJ, eps,
+                 NORM, MEMCONV, True, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP)
     for s in range(1, S):
         grid_barrier(sem_ptr)
         forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
-                     w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, s, S, N, M, GC, KD, NJ, eps,
-                     NORM, MEMCONV, False, False, BN, BM, BK, KDP, NJP)
+                     w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, s, S, B, N, M, GC, KD, NJ, eps,
+                     NORM, MEMCONV, False, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP)
     grid_barrier(sem_ptr)
     forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
-                 w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, S, S, N, M, GC, KD, NJ, eps,
-                 NORM, MEMCONV, False, True, BN, BM, BK, KDP, NJP)
+                 w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, S, S, B, N, M, GC, KD, NJ, eps,
+                 NORM, MEMCONV, False, True, FOLD, PRECISION, BN, BM, BK, KDP, NJP)

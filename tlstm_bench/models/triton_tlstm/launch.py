@@ -9,6 +9,7 @@ import torch
 import triton
 
 from ...errors import UserError
+from ...vocab import DEFAULT_PRECISION, PRECISIONS
 from ..tlstm import HIDDEN_OFFSET, INPUT_SLOT, NORM_EPS, TLSTM, SequenceShapes
 from . import tiles as tiling
 from .backward import backward_persistent, backward_step
@@ -55,22 +56,38 @@ def persistent_possible(programs: int, device: torch.device) -> tuple[bool, str]
 
 
 class Geometry(SequenceShapes):
-    """Shapes, index maps (int32 for the kernels), tiles and path of one model at one batch."""
+    """Shapes, index maps (int32 for the kernels), tiles and path of one model at one batch,
+    and the precision of its products (``precision``, asked; ``tensor_cores``, whether any
+    product is a ``tl.dot`` that the precision changes)."""
 
-    def __init__(self, model: TLSTM, seq_len: int, batch: int):
+    def __init__(self, model: TLSTM, seq_len: int, batch: int, precision: str = DEFAULT_PRECISION):
         super().__init__(model, seq_len)
+        if precision not in PRECISIONS:
+            raise UserError(f"unknown precision {precision!r}; use one of {', '.join(PRECISIONS)}")
         maps = _maps(model)
         self.hidden_index, self.cell_index, self.inv_hidden, self.inv_cell, self.input_entries = maps
         # The model's own int64 maps, flat, for the backward's torch gathers (views: nothing copied).
         self.hidden_long = model.hidden_index.reshape(-1)
         self.cell_long = model.cell_index.reshape(-1)
         dtype = str(model.w_h.dtype).removeprefix("torch.")
-        self.menu, preferred = tiling.choose(self.m, self.n, self.kd, batch, dtype)
+        self.menu, preferred = tiling.choose(self.m, self.n, self.kd, batch, dtype, precision)
         self.menu = _FORCED.get("menu") or self.menu
-        self.tiles = tiling.tiles_for(tiling.MENU[self.menu], self.m, self.kd)
+        menu = tiling.MENU[self.menu]
+        self.tiles = tiling.tiles_for(menu, self.m, self.kd)
+        self.precision = precision
+        self.tensor_cores = menu.tensor_cores(dtype) and precision != "ieee"
+        # the kernels' constexpr: "ieee" where no product is a tl.dot (one compiled variant, not three)
+        self.tiles["PRECISION"] = precision if menu.tensor_cores(dtype) else "ieee"
         self.nj = triton.cdiv(self.m, self.tiles["BM"])
-        self.grid = (batch, triton.cdiv(self.n, self.tiles["BN"]), self.nj)
+        self.batch = batch
+        rows = (1, batch * self.n) if menu.fold else (batch, self.n)
+        self.grid = (rows[0], triton.cdiv(rows[1], self.tiles["BN"]), self.nj)
         self.persistent = _choose_path(self.grid, model.w_h.device, preferred)
+
+    def describe(self) -> dict:
+        """What ran, for a record: the tile-menu entry, the path, the grid, the precision."""
+        return {"menu": self.menu, "persistent": self.persistent, "grid": list(self.grid),
+                "precision": self.precision, "tensor_cores": self.tensor_cores}
 
 
 def _choose_path(grid: tuple, device: torch.device, preferred: bool | None) -> bool:
@@ -149,7 +166,9 @@ def _semaphore(device: torch.device) -> torch.Tensor:
 
 
 def _launch_options(geo: Geometry) -> dict:
-    opts = dict(num_warps=geo.tiles["num_warps"])
+    t = geo.tiles
+    opts = dict(NORM=geo.norm_code, MEMCONV=geo.memory_conv, FOLD=t["FOLD"], PRECISION=t["PRECISION"], BN=t["BN"],
+                BM=t["BM"], KDP=t["KDP"], NJP=t["NJP"], num_warps=t["num_warps"])
     if geo.persistent and not INTERPRETED:
         opts["launch_cooperative_grid"] = True
     return opts
@@ -158,11 +177,9 @@ def _launch_options(geo: Geometry) -> dict:
 def launch_forward(geo: Geometry, bufs: tuple, params: tuple, steps: int) -> None:
     """All forward steps: S + 1 launches (the last finishes h of step S-1), or one."""
     z_all, hs, cs, acts, pmean, pm2, mean, rstd = bufs
-    t = geo.tiles
-    consts = dict(NORM=geo.norm_code, MEMCONV=geo.memory_conv, BN=t["BN"], BM=t["BM"], BK=t["BK"], KDP=t["KDP"],
-                  NJP=t["NJP"], **_launch_options(geo))
+    consts = dict(BK=geo.tiles["BK"], **_launch_options(geo))
     args = (z_all, hs, cs, acts, pmean, pm2, mean, rstd, *params, geo.hidden_index, geo.cell_index)
-    sizes = (geo.n, geo.m, geo.g, geo.kd, geo.nj, NORM_EPS)
+    sizes = (geo.batch, geo.n, geo.m, geo.g, geo.kd, geo.nj, NORM_EPS)
     if geo.persistent:
         sem = _semaphore(z_all.device)
         forward_persistent[geo.grid](*args, sem, steps, *sizes, **consts)
@@ -174,12 +191,10 @@ def launch_forward(geo: Geometry, bufs: tuple, params: tuple, steps: int) -> Non
 def launch_backward(geo: Geometry, cs, acts, mean, rstd, params: tuple, g: dict, grads: tuple) -> None:
     """All backward steps, S-1 .. 0: S launches, or one."""
     steps = acts.shape[0]
-    t = geo.tiles
-    consts = dict(NORM=geo.norm_code, MEMCONV=geo.memory_conv, BN=t["BN"], BM=t["BM"], BG=t["BG"], KDP=t["KDP"],
-                  NJP=t["NJP"], **_launch_options(geo))
+    consts = dict(BG=geo.tiles["BG"], **_launch_options(geo))
     args = (cs, acts, mean, rstd, *params, geo.cell_index, geo.inv_hidden, geo.inv_cell, g["das"], g["e1"],
             g["e2"], g["dcs"], g["dns"], g["pa"], g["pb"], g["dql"], g["dq1"], g["dq2"], *grads)
-    sizes = (geo.seq_len, geo.depth - 1, geo.n, geo.m, geo.g, geo.kd, geo.nj, geo.inv_cell.shape[1])
+    sizes = (geo.seq_len, geo.depth - 1, geo.batch, geo.n, geo.m, geo.g, geo.kd, geo.nj, geo.inv_cell.shape[1])
     if geo.persistent:
         sem = _semaphore(acts.device)
         backward_persistent[geo.grid](*args, sem, steps, *sizes, **consts)

@@ -32,6 +32,12 @@ class Menu:
     bk: int
     bg: int
     warps: int = 4
+    fold: bool = False  # the batch folded into the rows (common.tile_rows): bn rows of any examples
+
+    def tensor_cores(self, dtype: str) -> bool:
+        """Whether its products are ``tl.dot`` (common.mma: float32, every side >= 16), so that
+        a precision other than ieee changes what they compute."""
+        return dtype == "float32" and min(self.bn, self.bm, self.bk, self.bg) >= 16
 
 
 # "wide": the tiles of the first H100 run (tl.dot on 16 x 16 tiles); "narrow" and "single":
@@ -39,14 +45,31 @@ class Menu:
 # broadcast products; "single" for one location, 2D at L = 1), and wide inner loops (BK, BG
 # 128: at M <= 128 one turn per kernel entry, so a step is a few dependent loads, not a
 # dozen); "fp64": float64 takes the broadcast product everywhere (common.mma), with small
-# inner widths to keep it in registers.
+# inner widths to keep it in registers. "fold" and "fold64" (issue 28, opt-in: chosen only by
+# the tuning table or forced, until a device run shows them right and faster) fold the batch
+# into the rows: at batch 15 and one location one 16-row tile holds the whole batch, and at
+# 3D, L = 10 (1500 rows) "fold64" makes 24 x 4 = 96 programs, few enough for the persistent
+# grid on 132 SMs, with tl.dot (tensor cores at tf32x3 / tf32) on 64 x 32 tiles.
 MENU = {
     "wide": Menu(16, 16, 32, 64),
     "narrow": Menu(4, 8, 128, 128),
     "single": Menu(1, 8, 128, 128),
+    "fold": Menu(16, 16, 32, 64, fold=True),
+    "fold64": Menu(64, 32, 16, 16, warps=8, fold=True),
     "fp64": Menu(8, 16, 16, 16),
 }
-FLOAT32_MENU = ("wide", "narrow", "single")
+FLOAT32_MENU = ("wide", "narrow", "single", "fold", "fold64")
+
+# What float32 at each precision (vocab.PRECISIONS, common.mma) is held to against eager in
+# float64. TEST_TOLERANCE: tests/test_triton.py, the largest error over the largest entry of
+# each output and gradient (tiny sizes, T = 3). CHECK_TOLERANCE: the device checks
+# (benchmarks/triton_tune.py, triton_session.py), the norm of the difference over the norm at
+# their check sizes (M = 20, T = 7), as before issue 28 for ieee. tf32 rounds each product's
+# inputs to 10 mantissa bits (2^-11 = 4.9e-4 relative); tf32x3 adds the two correction
+# products that bring it back near float32. Under the interpreter every precision computes
+# what ieee computes (it ignores input_precision), so there they are checked, not told apart.
+TEST_TOLERANCE = {"ieee": 2e-5, "tf32x3": 2e-5, "tf32": 5e-3}
+CHECK_TOLERANCE = {"ieee": 1e-4, "tf32x3": 1e-4, "tf32": 1e-2}
 
 
 def pow2(x: int, least: int = 1) -> int:
@@ -69,7 +92,7 @@ def tiles_for(menu: Menu, m: int, kd: int) -> dict[str, int]:
     kdp_min = int(os.environ.get(DIAG_KDP_MIN_ENV) or KDP_MIN)
     warps = int(os.environ.get(DIAG_WARPS_ENV) or menu.warps)
     return dict(BN=menu.bn, BM=menu.bm, BK=menu.bk, BG=menu.bg, KDP=pow2(kd, kdp_min),
-                NJP=pow2(triton.cdiv(m, menu.bm)), num_warps=warps)
+                NJP=pow2(triton.cdiv(m, menu.bm)), FOLD=menu.fold, num_warps=warps)
 
 
 def default_choice(m: int, n: int, batch: int, dtype: str) -> tuple[str, bool | None]:
@@ -88,6 +111,8 @@ def default_choice(m: int, n: int, batch: int, dtype: str) -> tuple[str, bool | 
 
 @lru_cache(maxsize=None)
 def _table(path: str) -> dict:
+    """{(m, n, kd, batch, dtype, precision): row} of the table. A row without ``precision``
+    (the tables before issue 28) is for ieee."""
     if not os.path.exists(path):
         return {}
     out = {}
@@ -95,14 +120,25 @@ def _table(path: str) -> dict:
         allowed = FLOAT32_MENU if row["dtype"] == "float32" else ("fp64",)
         if row["menu"] not in allowed:  # only tile sets the compile check compiles for that dtype
             continue
-        out[(row["m"], row["n"], row["kd"], row["batch"], row["dtype"])] = (row["menu"], row["persistent"])
+        key = (row["m"], row["n"], row["kd"], row["batch"], row["dtype"], row.get("precision", "ieee"))
+        out[key] = row
     return out
 
 
-def choose(m: int, n: int, kd: int, batch: int, dtype: str) -> tuple[str, bool | None]:
-    """(menu entry, persistent?) for a shape: the tuning table's, else ``default_choice``."""
-    hit = _table(str(TABLE)).get((m, n, kd, batch, dtype))
-    return hit if hit is not None else default_choice(m, n, batch, dtype)
+def choose(m: int, n: int, kd: int, batch: int, dtype: str, precision: str = "ieee") -> tuple[str, bool | None]:
+    """(menu entry, persistent?) for a shape: the tuning table's, else ``default_choice``
+    (the same for every precision: a table row decides where tensor cores pay)."""
+    hit = _table(str(TABLE)).get((m, n, kd, batch, dtype, precision))
+    return (hit["menu"], hit["persistent"]) if hit is not None else default_choice(m, n, batch, dtype)
+
+
+def beats_fast(m: int, n: int, kd: int, batch: int, dtype: str, precision: str = "ieee") -> bool:
+    """Whether the tuning table measured ``triton`` (its best correct variant) faster than
+    ``fast`` at this shape: a row with ``fast_us_per_step`` above its ``us_per_step``. What
+    training on CUDA runs when no implementation is named (``models.training_implementation``);
+    without such a row, ``fast``."""
+    hit = _table(str(TABLE)).get((m, n, kd, batch, dtype, precision))
+    return bool(hit and hit.get("fast_us_per_step") and hit["us_per_step"] < hit["fast_us_per_step"])
 
 
 def persistent_mode() -> str:

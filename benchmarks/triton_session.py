@@ -1,0 +1,440 @@
+"""Issue 28 in one device call: every triton variant checked against float64 eager, then timed
+interleaved within a budget; the tool's records, one archive, the targets met or missed.
+
+Three groups, the most important first, each: build every variant, check it (float32 against
+``eager`` in float64 on the same device, outputs and every gradient, at the timed M, depth and
+batch with T = 7, within ``tiles.CHECK_TOLERANCE`` of its precision; this also compiles it),
+then time the variants that ran in interleaved rounds (CUDA events, the median kept) until the
+group's share of the budget is spent (at least 3 rounds):
+
+* ``train``: one Adam step at batch 15, T = 50, 3d-cn at L = 1 and 10 (the memorization
+  shape): ``fast``, ``triton`` as the dispatcher picks, the batch folded into the rows
+  (``fold`` / ``fold64``, persistent) at ieee, tf32x3 and tf32, and a cuDNN ``nn.LSTM`` of L
+  layers;
+* ``m100``: forward + loss + backward, batch 1, T = 100, M = 100: the six tLSTM presets at
+  L = 1, 4, 10 as the dispatcher picks, the wide persistent tiles for the 3D ones at L = 10
+  (3d-cn also at tf32x3 and tf32), a flattened ``torch.nn.LSTM`` of the same M and L;
+* ``10m``: the same at the 10M size for 2d and 3d-cn at L = 1 and 10, and sLSTM ``cudnn``.
+
+A variant that fails its check is timed anyway and marked wrong; it never counts for a target
+nor enters the table. Writes into ``--out``: ``store/triton-session/*.json`` (runtime records
+of the results store schema, ``results.schema``; the tuner's keys ``variant``, ``menu``,
+``persistent``, ``us_per_step`` ride along), ``table.json`` (tuning-table rows: per shape and
+precision the fastest correct triton variant, with ``fast_us_per_step`` for the training
+shapes, which is what lets ``train`` pick triton by itself: copy the rows into
+``tlstm_bench/models/triton_tlstm/tuning.json``), ``targets.txt`` and ``stdout.txt``. The
+records are written as they are made, so a run cut by the outer ``timeout`` keeps them.
+
+    D=/tmp/tsession; PYTHONPATH=. timeout -k 5 360 python3 benchmarks/triton_session.py \
+        --out $D --budget-s 300; tar czf $OUT/triton-session.tar.gz -C /tmp tsession
+
+(``--device cpu`` with TRITON_INTERPRET=1: the same flow at toy sizes, to test the script.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # model_helpers: the oracle runs
+
+VOCAB, M100, CHECK_T, MIN_ROUNDS = 205, 100, 7, 3
+PRESETS = ("2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn")
+
+
+@dataclass
+class Variant:
+    """One thing to time. ``kind``: triton, fast, nnlstm (a flattened torch.nn.LSTM) or cudnn
+    (the tool's sLSTM / lstm with implementation cudnn); ``menu`` None: the dispatcher's choice."""
+
+    group: str
+    config: str
+    depth: int
+    kind: str = "triton"
+    menu: str | None = None
+    persistent: bool | None = None
+    precision: str = "ieee"
+    batch: int = 1
+    seq_len: int = 100
+    channels: int | None = M100
+    budget: str | None = None
+    train: bool = False
+    rec: dict = field(default_factory=dict)
+    samples: list = field(default_factory=list)
+    fn: object = None
+
+    @property
+    def label(self) -> str:
+        if self.kind != "triton":
+            return self.kind
+        path = "" if self.persistent is None else ("/persistent" if self.persistent else "/step")
+        return f"triton:{self.menu or 'auto'}{path}:{self.precision}"
+
+
+def plan(device: str) -> list[Variant]:
+    """Every variant of the three groups, in the order they run."""
+    if device == "cpu":  # a dry run: toy sizes, per step, the interpreter
+        return [Variant("m100", "2d", 1, channels=4, seq_len=3), Variant("m100", "2d", 1, "fast", channels=4,
+                                                                           seq_len=3),
+                Variant("train", "3d-cn", 2, menu="fold", persistent=False, precision="tf32x3", batch=3, seq_len=3,
+                        channels=4, train=True),
+                Variant("train", "3d-cn", 2, "fast", batch=3, seq_len=3, channels=4, train=True)]
+    out = []
+    for depth in (1, 10):
+        t = dict(batch=15, seq_len=50, train=True)
+        out += [Variant("train", "3d-cn", depth, "fast", **t), Variant("train", "3d-cn", depth, **t),
+                Variant("train", "3d-cn", depth, "nnlstm", **t)]
+        menu = "fold" if depth == 1 else "fold64"
+        out += [Variant("train", "3d-cn", depth, menu=menu, persistent=True, precision=p, **t)
+                for p in ("ieee", "tf32x3", "tf32")]
+    for depth in (1, 4, 10):
+        out += [Variant("m100", c, depth) for c in PRESETS] + [Variant("m100", "lstm", depth, "nnlstm")]
+    out += [Variant("m100", c, 10, menu="wide", persistent=True) for c in ("3d", "3d-ln")]
+    out += [Variant("m100", "3d-cn", 10, menu="wide", persistent=True, precision=p) for p in ("ieee", "tf32x3", "tf32")]
+    for depth in (1, 10):
+        out += [Variant("10m", c, depth, channels=None, budget="10M") for c in ("2d", "3d-cn")]
+        out += [Variant("10m", "slstm", depth, "cudnn", channels=None, budget="10M")]
+    return out
+
+
+def build(v: Variant, device: str):
+    """(model, x, y) of a variant, the same values for every variant of a shape."""
+    from tlstm_bench.models import build_model
+
+    torch.manual_seed(0)
+    if v.kind == "nnlstm":
+        model = FlatLSTM(VOCAB, v.channels, v.depth)
+    else:
+        impl = {"triton": "triton", "fast": "fast", "cudnn": "cudnn"}[v.kind]
+        model = build_model(v.config, v.depth, vocab=VOCAB, channels=v.channels, budget=v.budget, implementation=impl)
+        model.precision = v.precision
+    model.to(device)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(0, VOCAB, (v.batch, v.seq_len), generator=g).to(device)
+    y = torch.randint(0, VOCAB, (v.batch, v.seq_len), generator=g).to(device)
+    return model, x, y
+
+
+class FlatLSTM(torch.nn.Module):
+    """What a user would write: an embedding, torch.nn.LSTM(M, M, L) (its weights flattened as
+    torch keeps them) and a readout."""
+
+    def __init__(self, vocab: int, channels: int, depth: int):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, channels)
+        self.lstm = torch.nn.LSTM(channels, channels, depth, batch_first=True)
+        self.out = torch.nn.Linear(channels, vocab)
+        self.channels, self.depth = channels, depth
+
+    def forward(self, x):
+        h, _ = self.lstm(self.embed(x))
+        return self.out(h), None
+
+
+def step_fn(v: Variant, device: str):
+    """The timed call: forward + loss + backward (and an Adam step when ``v.train``)."""
+    from tlstm_bench.models import triton_tlstm
+
+    model, x, y = build(v, device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3) if v.train else None
+
+    def run():
+        model.zero_grad(set_to_none=True)
+        with triton_tlstm.forced(menu=v.menu, persistent=v.persistent) if v.kind == "triton" else _nothing():
+            out, _ = model(x)
+        F.cross_entropy(out.reshape(-1, VOCAB), y.reshape(-1)).backward()
+        if opt is not None:
+            opt.step()
+    return model, run
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def check(v: Variant, device: str, oracles: dict) -> dict:
+    """float32 at the variant's precision, tiles and path against eager in float64 (outputs and
+    every gradient, norm of the difference over the norm), at its M, depth and batch, T = 7."""
+    from model_helpers import outputs_and_grads
+
+    from tlstm_bench.models import triton_tlstm
+    from tlstm_bench.models.triton_tlstm.tiles import CHECK_TOLERANCE
+
+    kw = dict(batch=v.batch, seq_len=CHECK_T if device == "cuda" else 2, channels=v.rec["channels"], device=device)
+    key = (v.config, v.depth, v.batch, v.rec["channels"])
+    if key not in oracles:
+        oracles[key] = outputs_and_grads(v.config, v.depth, "eager", dtype=torch.float64, **kw)
+    with triton_tlstm.forced(menu=v.menu, persistent=v.persistent):
+        got = outputs_and_grads(v.config, v.depth, "triton", dtype=torch.float32, precision=v.precision, **kw)
+    errs = {k: ((got[k] - w).norm() / w.norm().clamp_min(1e-30)).item() for k, w in oracles[key].items()
+            if w is not None}
+    worst = max(errs, key=errs.get)
+    return dict(check_max_rel=errs[worst], check_worst=worst, check_tolerance=CHECK_TOLERANCE[v.precision],
+                check_ok=errs[worst] <= CHECK_TOLERANCE[v.precision])
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed_ms(fn, device: str) -> float:
+    if device != "cuda":
+        start = time.perf_counter()
+        fn()
+        return 1000 * (time.perf_counter() - start)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def base_record(v: Variant, model, device: str) -> dict:
+    """The store-schema fields of a variant's runtime record (results.schema)."""
+    from tlstm_bench.results import provenance
+
+    tlstm = hasattr(model, "arch")
+    steps = model.arch.sequential_steps(v.seq_len, model.depth) if tlstm else v.seq_len * v.depth
+    return {**provenance(device), "kind": "runtime", "task": "runtime", "status": "ok", "error": None, "seed": 0,
+            "config": model.arch.label if tlstm else "nn.LSTM", "depth": v.depth, "budget": v.budget,
+            "implementation": {"triton": "triton", "fast": "fast", "cudnn": "cudnn", "nnlstm": "torch.nn.LSTM"}[v.kind],
+            "channels": model.channels, "tensor_size": getattr(model, "tensor_size", None),
+            "params": sum(p.numel() for p in model.parameters()), "input_size": VOCAB, "output_size": VOCAB,
+            "seq_len": v.seq_len, "batch": v.batch, "sequential_steps": steps, "dtype": "float32",
+            "precision": v.precision, "flush_denormal": False, "clock": "cuda_events" if device == "cuda" else
+            "perf_counter", "runs_per_sample": 1, "interleaved": True, "session_group": v.group,
+            "variant": v.label, "menu": v.menu, "persistent": v.persistent, "train_step": v.train,
+            "optimizer": "adam" if v.train else None, "tf32_off_elsewhere": True,
+            "n": getattr(model, "num_locations", None), "kd": model.arch.kernel_entries if tlstm else None}
+
+
+class Session:
+    """The budget, the output folder and the records made so far."""
+
+    def __init__(self, out: Path, budget_s: float, device: str):
+        self.out, self.device = out, device
+        self.start = time.monotonic()
+        self.end = self.start + budget_s
+        self.done: list[Variant] = []
+        self.oracles: dict = {}
+        out.mkdir(parents=True, exist_ok=True)
+        self.log = (out / "stdout.txt").open("a")
+
+    def say(self, text: str) -> None:
+        print(text, flush=True)
+        self.log.write(text + "\n")
+        self.log.flush()
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+    def store(self, v: Variant) -> None:
+        """Write the variant's record now (a cut run keeps what it made)."""
+        from tlstm_bench.results import write_record
+        from tlstm_bench.results.provenance import code_version
+        from tlstm_bench.results.schema import record_key, record_problem, stable_hash, versioned_id
+
+        rec = v.rec
+        key = record_key(rec)
+        if v.menu is not None or v.batch != 1 or v.train:  # variants `time` cannot make: a key of their own
+            key = stable_hash({"key": key, "variant": v.label, "batch": v.batch, "train": v.train})
+        rec.update(key=key, id=versioned_id(key, code_version()))
+        problem = record_problem(rec)
+        assert problem is None, problem
+        write_record(rec, "triton-session", root=self.out / "store")
+        self.done.append(v)
+
+
+def warm_up(s: Session, group: list[Variant]) -> list[Variant]:
+    """Build, check (triton) and run once (compiling) each variant; the ones that ran."""
+    live = []
+    for v in group:
+        if s.left() <= 0:
+            v.rec = {"variant": v.label}
+            s.say(f"skip {v.group} {v.config} L={v.depth} {v.label}: budget spent")
+            continue
+        t0 = time.monotonic()
+        try:
+            model, fn = step_fn(v, s.device)
+            v.rec = base_record(v, model, s.device)
+            fn()
+            sync(s.device)
+            if v.kind == "triton":
+                v.rec["kernels"] = model.__dict__.get("triton_last")
+                v.rec.update(check(v, s.device, s.oracles))
+                if not v.rec["check_ok"]:
+                    v.rec["wrong"] = True  # timed anyway, never counted or tabled
+            v.fn = fn
+            live.append(v)
+        except Exception as exc:  # noqa: BLE001 - recorded; the next variant goes on
+            v.rec = {**v.rec, "status": "failed", "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+            if "kind" in v.rec:
+                s.store(v)
+        v.rec["warmup_s"] = round(time.monotonic() - t0, 2)
+        s.say(f"warm {v.group} {v.config} L={v.depth} {v.label}: {v.rec['warmup_s']} s "
+              f"{v.rec.get('error') or ''}{'WRONG ' if v.rec.get('wrong') else ''}"
+              f"{'check %.1e' % v.rec['check_max_rel'] if 'check_max_rel' in v.rec else ''}")
+    return live
+
+
+def time_rounds(s: Session, live: list[Variant], share_s: float, max_rounds: int) -> None:
+    """Interleaved rounds: every variant once per round, at least MIN_ROUNDS, more until the share is spent."""
+    stop = time.monotonic() + share_s
+    rounds = 0
+    while live and rounds < max_rounds and (rounds < MIN_ROUNDS or time.monotonic() < stop):
+        for v in live:
+            try:
+                v.samples.append(timed_ms(v.fn, s.device))
+            except Exception as exc:  # noqa: BLE001
+                v.rec.update(status="failed", error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+        live = [v for v in live if v.rec["status"] == "ok"]
+        rounds += 1
+    for v in live:
+        finish(v)
+        s.store(v)
+
+
+def finish(v: Variant) -> None:
+    """Median, quartiles and every sample, per timestep (ms_per_step) and per call."""
+    from tlstm_bench.timing.protocol import summarize
+
+    per_t = [ms / v.seq_len for ms in v.samples]
+    v.rec.update(summarize(per_t), samples=per_t, repeats=len(per_t), warmup=1,
+                 us_per_step=round(1000 * statistics.median(per_t), 2))
+    if v.train:
+        ms = statistics.median(v.samples)
+        v.rec.update(ms_per_train_step=round(ms, 3), samples_per_s=round(1000 * v.batch / ms, 1))
+
+
+def good(v: Variant) -> bool:
+    return v.rec.get("status") == "ok" and "us_per_step" in v.rec and not v.rec.get("wrong")
+
+
+def best(done: list[Variant], group: str, config: str, depth: int, kind: str = "triton",
+         precision: str | None = "ieee") -> Variant | None:
+    """The fastest correct variant of a kind (any tiles and path) at one shape and precision."""
+    found = [v for v in done if good(v) and (v.group, v.config, v.depth, v.kind) == (group, config, depth, kind)
+             and (precision is None or v.precision == precision)]
+    return min(found, key=lambda v: v.rec["us_per_step"], default=None)
+
+
+def table_rows(done: list[Variant], provenance: dict) -> list[dict]:
+    """Tuning-table rows: per shape and precision the fastest correct triton variant (what it
+    ran: the dispatcher's choice is recorded under ``kernels``), with fast's time beside the
+    training shapes."""
+    rows = []
+    shapes = sorted({(v.group, v.config, v.depth, v.precision) for v in done if v.kind == "triton"})
+    for group, config, depth, precision in shapes:
+        v = best(done, group, config, depth, "triton", precision)
+        if v is None:
+            continue
+        ran = v.rec.get("kernels") or {}
+        row = dict(m=v.rec["channels"], n=v.rec["n"], kd=v.rec["kd"], batch=v.batch, dtype="float32",
+                   precision=precision, menu=ran.get("menu", v.menu), persistent=ran.get("persistent", v.persistent),
+                   us_per_step=v.rec["us_per_step"], config=config, L=depth, seq_len=v.seq_len, **provenance)
+        fast = best(done, group, config, depth, "fast", None)
+        if v.train and fast is not None:
+            row["fast_us_per_step"] = fast.rec["us_per_step"]
+        rows.append(row)
+    return rows
+
+
+def _us(v: Variant | None) -> str:
+    return "unmeasured" if v is None else f"{v.rec['us_per_step']:.1f} us ({v.label})"
+
+
+def targets(done: list[Variant]) -> list[str]:
+    """Issue 28's targets, each MET, MISSED or UNMEASURED, with its numbers."""
+    lines = []
+
+    def verdict(ok, what, numbers):
+        lines.append(f"{'UNMEASURED' if ok is None else 'MET' if ok else 'MISSED'}: {what}: {numbers}")
+
+    for config, limit in (("2d", 12.0), ("3d-cn", 20.0)):
+        v = best(done, "m100", config, 10)
+        verdict(None if v is None else v.rec["us_per_step"] <= limit, f"{config} L=10 <= {limit:g} us", _us(v))
+    for config in PRESETS:
+        a, b = best(done, "m100", config, 1), best(done, "m100", config, 10)
+        ratio = None if a is None or b is None else b.rec["us_per_step"] / a.rec["us_per_step"]
+        verdict(None if ratio is None else ratio <= 1.3, f"{config} t(10)/t(1) <= 1.3 (stretch 1.1)",
+                "unmeasured" if ratio is None else f"{ratio:.2f} ({_us(b)} / {_us(a)})")
+        for depth in (4, 10):
+            t, ref = best(done, "m100", config, depth), best(done, "m100", "lstm", depth, "nnlstm")
+            ok = None if t is None or ref is None else t.rec["us_per_step"] < ref.rec["us_per_step"]
+            verdict(ok, f"{config} L={depth} faster than a flattened nn.LSTM", f"{_us(t)} vs {_us(ref)}")
+    for config in ("2d", "3d-cn"):
+        t, ref = best(done, "10m", config, 10), best(done, "10m", "slstm", 10, "cudnn")
+        ok = None if t is None or ref is None else t.rec["us_per_step"] < ref.rec["us_per_step"]
+        verdict(ok, f"10M {config} L=10 faster than sLSTM cudnn", f"{_us(t)} vs {_us(ref)}")
+    for depth in (1, 10):
+        fast = best(done, "train", "3d-cn", depth, "fast", None)
+        for precision, factor in (("tf32x3", 5.0), ("ieee", 2.0), ("tf32", 5.0)):
+            t = best(done, "train", "3d-cn", depth, "triton", precision)
+            x = None if t is None or fast is None else fast.rec["us_per_step"] / t.rec["us_per_step"]
+            verdict(None if x is None else x >= factor, f"train 3d-cn L={depth} batch 15 {precision} >= {factor:g}x fast",
+                    "unmeasured" if x is None else f"{x:.2f}x ({_us(t)} vs fast {_us(fast)})")
+    wrong = [f"{v.group} {v.config} L={v.depth} {v.label}" for v in done if v.rec.get("wrong")]
+    verdict(not wrong, "every timed triton variant right against float64 eager", ", ".join(wrong) or "all")
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True, help="a folder outside $OUT; tar it into $OUT afterwards")
+    ap.add_argument("--budget-s", type=float, default=300.0, help="stop starting work after this many seconds")
+    ap.add_argument("--groups", default="train,m100,10m", help="which groups, in this order")
+    ap.add_argument("--rounds", type=int, default=30, help="at most this many timed rounds per group")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                    help="cpu: a dry run at toy sizes under TRITON_INTERPRET=1 (tests)")
+    args = ap.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("error: benchmarks/triton_session.py times kernels on a CUDA GPU; none is available", file=sys.stderr)
+        return 2
+    torch.backends.cuda.matmul.allow_tf32 = False  # torch's products in plain float32 (ieee)
+    torch.backends.cudnn.allow_tf32 = False
+    import triton
+
+    from tlstm_bench.models import triton_tlstm
+
+    s = Session(args.out, args.budget_s, args.device)
+    prov = dict(device=torch.cuda.get_device_name() if args.device == "cuda" else "cpu (interpreter dry run)",
+                triton=triton.__version__, torch=torch.__version__)
+    s.say(json.dumps(dict(prov, budget_s=args.budget_s, cooperative=triton_tlstm.cooperative_launch_supported(),
+                          sms=torch.cuda.get_device_properties(0).multi_processor_count if args.device == "cuda"
+                          else None)))
+    groups = [g for g in args.groups.split(",") if g]
+    variants = plan(args.device)
+    for i, group in enumerate(groups):
+        live = warm_up(s, [v for v in variants if v.group == group])
+        time_rounds(s, live, max(s.left(), 0) / (len(groups) - i), args.rounds)
+        s.say(f"group {group} done at {time.monotonic() - s.start:.0f} s")
+    (s.out / "table.json").write_text(json.dumps({"entries": table_rows(s.done, prov)}, indent=1) + "\n")
+    for v in s.done:
+        r = v.rec
+        s.say(f"{v.group:<5} {v.config:<6} L={v.depth:<2} b={v.batch:<2} {v.label:<32} "
+              f"{r.get('us_per_step', '-'):>8} us/t  check {r.get('check_max_rel', float('nan')):.1e} "
+              f"{r.get('samples_per_s', '')} {r.get('error') or ''}")
+    lines = targets(s.done)
+    (s.out / "targets.txt").write_text("\n".join(lines) + "\n")
+    for line in lines:
+        s.say(line)
+    s.say(f"{len(s.done)} records in {s.out / 'store'}; {time.monotonic() - s.start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
