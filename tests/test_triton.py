@@ -562,7 +562,7 @@ def test_a_sweep_spec_may_name_a_precision(tmp_path):
     from tlstm_bench.sweeps.grid import expand
     from tlstm_bench.sweeps.spec import load_spec
 
-    text = ('task = "runtime"\nconfigs = ["2d"]\ndepths = [1]\nchannels = 4\ndevice = "cpu"\n'
+    text = ('task = "runtime"\nconfigs = ["2d"]\ndepths = [1]\nchannels = 4\ndevice = "cuda"\n'
             '[runtime]\nimplementations = ["triton"]\n')
     (tmp_path / "plain.toml").write_text(text)
     (tmp_path / "tf.toml").write_text(text + 'precision = "tf32x3"\n')

@@ -92,6 +92,7 @@ class _Lines:
     causal: dict[tuple[str, int], "bool | None"]
     handles: dict[str, Line2D] = field(default_factory=dict)
     dodge: float = DODGE  # this panel's x shift per configuration (depth units)
+    named: set = field(default_factory=set)  # configurations timed with several implementations (any panel)
 
     def mark(self, config: str) -> str:
         values = [v for (c, _), v in self.causal.items() if c == config]
@@ -150,6 +151,8 @@ def task_figure(rows: pd.DataFrame, sweep: str, task: str,
     if fastest:  # the figure of every implementation lists what is missing or failed
         result.missing, result.failed = [], []
     lines = _Lines(causal_cells(rows[rows["status"] == "ok"]))
+    timed = runtime[runtime["status"] == "ok"]
+    lines.named = {c for c, part in _by_config(timed) if line_names(part).nunique() > 1} if len(timed) else set()
     _list_causality(result, train, runtime)
     result.within_spread = runtime_overlaps(runtime)
     result.notes += [n for n in (_unsolved_note(train, result), runtime_trust(runtime)) if n]
@@ -163,9 +166,11 @@ def task_figure(rows: pd.DataFrame, sweep: str, task: str,
     for i, (panel, part) in enumerate(panels):
         _draw_panel(fig.add_subplot(grid[0, i]), panel, part, lines, statuses, result, name_all=fastest)
     _legend(fig, lines, result)
+    fig.set_figwidth(4.6 * len(panels) + legend_width(result.lines))  # the panels keep their width
     what = "each configuration's fastest implementation" if fastest else _panel_names(panels, train)
+    panels_width = 4.6 * len(panels)  # the title is centred over the panels, clear of the legend
     fig.suptitle(f"{TASK_TITLES.get(task, task)}: {what} vs depth (sweep '{sweep}')\n"
-                 f"{_devices(train, runtime)}", fontsize="medium")
+                 f"{_devices(train, runtime)}", fontsize="medium", x=panels_width / 2 / fig.get_figwidth())
     if note:
         note_ax = fig.add_subplot(grid[1, :])
         note_ax.axis("off")
@@ -257,6 +262,13 @@ def _legend(fig: Figure, lines: "_Lines", result: TaskFigure) -> None:
     if handles:
         fig.legend([handles[k] for k in result.lines], result.lines, loc="outside right upper", fontsize="small",
                    title="configuration")
+
+
+def legend_width(labels: list[str]) -> float:
+    """Inches the legend takes beside the panels: its longest label at the small font (about
+    0.07 inch a character) and the line sample, at least the 1.6 inches of the short names (a
+    fixed width let ``lstm (not in the paper) (nn.LSTM)`` run over the title)."""
+    return max(1.6, 0.75 + 0.07 * max((len(label) for label in labels), default=0))
 
 
 def _panel_names(panels: list, train: pd.DataFrame) -> str:
@@ -397,7 +409,7 @@ def _runtime_panel(ax, rows: pd.DataFrame, lines: _Lines, *, name_all: bool = Fa
     counts, bars = [], False
     for config, part in _by_config(ok):
         implementations = line_names(part)  # a variant (a tuner's tile set) is a line of its own
-        several = name_all or implementations.nunique() > 1
+        several = name_all or config in lines.named or implementations.nunique() > 1
         for k, (impl, series) in enumerate(part.groupby(implementations, sort=True)):
             depths, mid, low, high, dots = [], [], [], [], {}
             for depth, cell in series.groupby("depth"):
@@ -446,7 +458,7 @@ def spread_caption(counts: list[int], bars: bool) -> str:
         marks.append("dots: each repeat")
     if bars:
         marks.append(f"bars: interquartile range{' (> ' + str(SMALL_N) + ' repeats)' if marks else ''}")
-    return f"median of {n} repeats" + (f"; {', '.join(marks)}" if marks else "")
+    return f"median of {n} repeat{'' if n == '1' else 's'}" + (f"; {', '.join(marks)}" if marks else "")
 
 
 def _repeat_dots(ax, lines: _Lines, config: str, implementation, style: str, dots: dict) -> None:
