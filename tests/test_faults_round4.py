@@ -195,6 +195,16 @@ def test_results_report_a_stranger_and_the_quarantine(recorded, fake_env):
     assert len(frame) == 8 and mine.id in set(frame["id"])
 
 
+def test_plot_reports_a_stranger_too(recorded):
+    """``plot`` reads through the same reader as ``results``: the stranger is named, not drawn."""
+    folder, _, cells = recorded
+    mine, path, stranger = stranger_planted(folder, cells)
+    result = invoke(["plot", "t", "--results-dir", str(folder), "--out", str(folder / "f")])
+    assert result.exit_code == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "note:" in text and path.name in text and stranger["id"] in text, result.stdout
+
+
 # ---- 3. long paths: one line and exit 2 for every path option ----------------------------------------
 
 LONG = "r" * 300

@@ -53,6 +53,8 @@ def plot(
             if items:
                 _say(Text(f"  {lead}"), items, style)
     console.print(f"tables: {report.tables}", highlight=False)
+    for note in report.notes:  # what the reader set aside or doubts (quarantined strangers, future dates)
+        say(console, Text(f"note: {note}", style="yellow"), hanging=2)
 
 
 def _say(lead: Text, items: list[str], style: str = "") -> None:

@@ -26,6 +26,7 @@ class PlotReport:
     figures: list[TaskFigure] = field(default_factory=list)
     tables: Path | None = None
     records: int = 0
+    notes: list[str] = field(default_factory=list)  # the reader's: strangers quarantined, future dates
 
 
 def plot_results(sweeps: "list[str] | None" = None, *, out: "str | Path | None" = None,
@@ -43,7 +44,7 @@ def plot_results(sweeps: "list[str] | None" = None, *, out: "str | Path | None" 
     """
     out = Path(out) if out is not None else workspace().figures
     frame = read_frame(sweeps, root=root)
-    report = PlotReport(records=len(frame))
+    report = PlotReport(records=len(frame), notes=list(frame.attrs.get("notes", [])))
     for sweep in dict.fromkeys(frame["collection"]):
         rows = frame[frame["collection"] == sweep]
         expected = sweep_file_grid(sweep)
