@@ -141,6 +141,14 @@ def test_a_lock_that_is_a_fifo_reads_as_corrupt_without_blocking(tmp_path):
     assert out.stdout.strip() == "{}", out.stderr
 
 
+def test_a_fifo_as_the_regress_baseline_is_one_line_not_a_hang(tmp_path):
+    fifo = tmp_path / "baseline.json"
+    os.mkfifo(fifo)
+    proc = subprocess.run([sys.executable, "-m", "tlstm_bench", "regress", "--quick", "--baseline", str(fifo)],
+                          capture_output=True, text=True, timeout=HANG_S, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 2 and "a FIFO" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
 # ---- 2. a record under another cell's file name -----------------------------------------------------
 
 def stranger_planted(folder: Path, cells) -> tuple:

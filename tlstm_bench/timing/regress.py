@@ -40,7 +40,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
-from ..atomic import atomic_write
+from ..atomic import atomic_write, read_regular_text
 from ..errors import UserError
 from . import inject as _inject
 from .counters import COUNTERS, count_cases
@@ -227,7 +227,7 @@ def read_baseline(path: Path) -> dict:
     if not path.exists():
         return {}
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_regular_text(path))  # never opens a FIFO (issue 31: it would block)
         if not isinstance(data, dict) or not isinstance(data.get("modes", {}), dict):
             raise ValueError("not a baseline object")
     except (OSError, ValueError) as exc:
