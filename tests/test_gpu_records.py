@@ -133,7 +133,8 @@ def two_sizes(tmp_path):
 
 def test_plot_draws_a_panel_per_size_and_the_fastest_implementation_figure(two_sizes):
     from tlstm_bench.plotting import plot_results
-    from tlstm_bench.plotting.figures import fastest_rows, runtime_sizes
+    from tlstm_bench.plotting.figures import runtime_sizes
+    from tlstm_bench.results.by_depth import fastest as fastest_rows
 
     frame = read_frame("runtime", root=two_sizes / "store")
     assert [label for label, _ in runtime_sizes(frame)] == ["M=100", "10M parameters"]

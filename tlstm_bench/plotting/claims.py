@@ -194,23 +194,25 @@ def _finished(record: dict) -> bool:
 
 
 def _accuracy(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
-    records = [r for r in _matches(claim, frame) if _value(r, "test_metric") is not None]
-    if not records:
-        return ClaimRow(claim, NOT_RUN, "-")
-    best = max(records, key=lambda r: r["test_metric"])
-    text = f"{_percent(best['test_metric'])} ({_epochs(best)})"
-    if round(best["test_metric"] * 100, 1) >= round(claim.paper * 100, 1):
-        return ClaimRow(claim, REPRODUCED, text, best)
-    return ClaimRow(claim, NOT_REPRODUCED if any(map(_finished, records)) else NOT_RUN, text, best)
+    """Higher is better; reached at the paper's printed precision (one decimal of a percent)."""
+    return _metric(claim, frame, max, lambda v: f"{_percent(v)}",
+                   lambda v: round(v * 100, 1) >= round(claim.paper * 100, 1))
 
 
 def _bpc(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
+    """Lower is better; reached at the paper's printed precision (three decimals)."""
+    return _metric(claim, frame, min, lambda v: f"{v:.3f} BPC", lambda v: round(v, 3) <= claim.paper)
+
+
+def _metric(claim: Claim, frame: pd.DataFrame, best_of, text_of, reached) -> ClaimRow:
+    """The best test metric of the claim's records (``best_of``: max or min), reproduced when it
+    ``reached`` the paper's; else not reproduced once a run trained as the paper's did."""
     records = [r for r in _matches(claim, frame) if _value(r, "test_metric") is not None]
     if not records:
         return ClaimRow(claim, NOT_RUN, "-")
-    best = min(records, key=lambda r: r["test_metric"])
-    text = f"{best['test_metric']:.3f} BPC ({_epochs(best)})"
-    if round(best["test_metric"], 3) <= claim.paper:
+    best = best_of(records, key=lambda r: r["test_metric"])
+    text = f"{text_of(best['test_metric'])} ({_epochs(best)})"
+    if reached(best["test_metric"]):
         return ClaimRow(claim, REPRODUCED, text, best)
     return ClaimRow(claim, NOT_REPRODUCED if any(map(_finished, records)) else NOT_RUN, text, best)
 

@@ -29,7 +29,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator
 
 from ..atomic import save_figure
-from ..results.by_depth import fastest, line_names
+from ..results.by_depth import fastest as fastest_lines, line_names, size_names
 from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL, UNKNOWN_CAUSAL, WITHIN_SPREAD, unresolved_pairs
 from ..vocab import ANCHOR_NAMES, TIMED_PASS
@@ -124,7 +124,8 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
 
     ``expected``: {kind: (configs, depths)} of the sweep's spec, when known (missing cells).
     ``fastest``: the runtime of each configuration's fastest implementation only
-    (:func:`fastest_rows`), named in the legend, into ``<sweep>-<task>-fastest``: the paper's
+    (:func:`tlstm_bench.results.by_depth.fastest`: the lines of ``results --by-depth --fastest``),
+    named in the legend, into ``<sweep>-<task>-fastest``: the paper's
     runtime figure from a sweep that timed several implementations.
     """
     fig, result = task_figure(rows, sweep, task, expected, fastest=fastest)
@@ -142,7 +143,7 @@ def task_figure(rows: pd.DataFrame, sweep: str, task: str,
     train = rows[rows["kind"] == "train"]
     runtime = rows[rows["kind"] == "runtime"]
     if fastest:
-        train, runtime = train.iloc[0:0], fastest_rows(runtime)
+        train, runtime = train.iloc[0:0], fastest_lines(runtime)
     panels = _panels(train, runtime)
     result.panels = [panel for panel, _ in panels]
     if not panels:
@@ -191,19 +192,11 @@ def _panels(train: pd.DataFrame, runtime: pd.DataFrame) -> list[tuple[str, pd.Da
     return panels
 
 
-def size_label(budget, channels) -> str:
-    """A runtime record's model size: its budget (``10M``: M varies with the depth), else ``M=100``."""
-    if isinstance(budget, str) and budget:
-        return f"{budget} parameters"
-    return f"M={int(channels)}" if pd.notna(channels) else "size unknown"
-
-
 def runtime_sizes(runtime: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """The runtime records split by model size: fixed widths (``M=100``) first, then budgets."""
     if not len(runtime):
         return []
-    labels = pd.Series([size_label(b, c) for b, c in zip(runtime["budget"], runtime["channels"])],
-                       index=runtime.index)
+    labels = size_names(runtime).map(lambda size: size if size.startswith("M=") else f"{size} parameters")
     if labels.str.startswith("M=").all():  # fixed widths only: one panel, as before sizes were split
         return [("", runtime)]
     order = sorted(set(labels), key=lambda label: (not label.startswith("M="), len(label), label))
@@ -214,13 +207,6 @@ def several_implementations(rows: pd.DataFrame) -> bool:
     """Whether some configuration's runtime was measured with more than one implementation."""
     ok = rows[(rows["kind"] == "runtime") & (rows["status"] == "ok")]
     return bool(len(ok)) and bool((line_names(ok).groupby(ok["config"]).nunique() > 1).any())
-
-
-def fastest_rows(runtime: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration and model size, the records of its fastest implementation
-    (:func:`tlstm_bench.results.by_depth.fastest`: the table ``results --by-depth --fastest``
-    shows the same lines)."""
-    return fastest(runtime)
 
 
 def _cell_statuses(result: TaskFigure, train: pd.DataFrame, runtime: pd.DataFrame, expected: dict) -> dict:
