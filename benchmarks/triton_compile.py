@@ -11,7 +11,7 @@ ones, at two shapes (Kd = 3, M = 100: the 2d preset; Kd = 9, M = 1100: a 3D one;
 sets only KDP and NJP, the padded sizes of the Q columns and of the channel-tile count).
 It prints each variant's registers and stack (spills) from cuobjdump.
 
-    python benchmarks/triton_compile.py                  # all of it, sm_80 and sm_90 (~10 min on 2 cores)
+    python benchmarks/triton_compile.py                  # all of it, sm_80 and sm_90 (tens of minutes on 2 cores)
     python benchmarks/triton_compile.py --ci             # what the test suite compiles (see below)
     python benchmarks/triton_compile.py --arch 90 --dtype fp64 --jobs 4
 
@@ -61,7 +61,7 @@ def variants(archs, dtypes, shapes, ci: bool) -> list[tuple]:
             dots = tiling.MENU[menu].tensor_cores("float32" if dtype == "fp32" else "float64")
             for precision in PRECISIONS if dots else ("ieee",):
                 base = dict(NORM=norm, MEMCONV=memconv, FOLD=t["FOLD"], PRECISION=precision, BN=t["BN"],
-                            BM=t["BM"], KDP=t["KDP"], NJP=t["NJP"])
+                            BM=t["BM"], KDP=t["KDP"], NJP=t["NJP"], UNROLL=t["UNROLL"])
                 fwd, bwd = dict(base, BK=t["BK"]), dict(base, BG=t["BG"])
                 persistent, per_step = _in_ci(arch == max(archs), menu, norm == 2 and memconv, precision) if ci \
                     else (True, True)

@@ -13,7 +13,9 @@ group's share of the budget is spent (at least 3 rounds):
   layers;
 * ``m100``: forward + loss + backward, batch 1, T = 100, M = 100: the six tLSTM presets at
   L = 1, 4, 10 as the dispatcher picks, the wide persistent tiles for the 3D ones at L = 10
-  (3d-cn also at tf32x3 and tf32), a flattened ``torch.nn.LSTM`` of the same M and L;
+  (3d-cn also at tf32x3 and tf32), the 3D batch-1 candidates (``mid`` and ``mid-u3``
+  persistent, ``narrow-u3`` per step: the window loops unrolled), a flattened
+  ``torch.nn.LSTM`` of the same M and L;
 * ``10m``: the same at the 10M size for 2d and 3d-cn at L = 1 and 10, and sLSTM ``cudnn``.
 
 A variant that fails its check is timed anyway and marked wrong; it never counts for a target
@@ -99,6 +101,12 @@ def plan(device: str) -> list[Variant]:
         out += [Variant("m100", c, depth) for c in PRESETS] + [Variant("m100", "lstm", depth, "nnlstm")]
     out += [Variant("m100", c, 10, menu="wide", persistent=True) for c in ("3d", "3d-ln")]
     out += [Variant("m100", "3d-cn", 10, menu="wide", persistent=True, precision=p) for p in ("ieee", "tf32x3", "tf32")]
+    # The 3D batch-1 candidates (tiles.MENU): 91 programs, persistent, with and without the
+    # window loops unrolled; the default narrow tiles unrolled, per step (the A/B of the unroll).
+    out += [Variant("m100", "3d-cn", 10, menu=m, persistent=True) for m in ("mid", "mid-u3")]
+    out += [Variant("m100", "3d-cn", 1, menu="mid-u3", persistent=True),
+            Variant("m100", "3d-cn", 10, menu="narrow-u3", persistent=False),
+            Variant("m100", "3d", 10, menu="mid-u3", persistent=True)]
     for depth in (1, 10):
         out += [Variant("10m", c, depth, channels=None, budget="10M") for c in ("2d", "3d-cn")]
         out += [Variant("10m", "slstm", depth, "cudnn", channels=None, budget="10M")]

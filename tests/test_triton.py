@@ -124,6 +124,23 @@ def test_persistent_kernels_float32_match_the_float64_oracle(tt, config, depth):
     _assert_close_to(ref, got, torch.float32)
 
 
+@pytest.mark.triton
+@pytest.mark.parametrize("config", ["3d-cn", "3d-ln"])
+def test_unrolled_window_loops_persistent_equal_eager_float64(tt, config):
+    """The window loops unrolled by 3 (mid-u3: Kd = 9 entries, so three unrolled turns, and the
+    inverse cell map's entries), through the persistent kernels with one program (3D at L = 2:
+    four locations <= 8 rows, four channels <= 16). The interpreter runs the loop as written,
+    so this checks the loop bounds and the kernels' plumbing; the unrolled code is the
+    compiler's, checked on a device against float64 (benchmarks/triton_session.py)."""
+    if DEVICE != "cpu":
+        pytest.skip("the one-program interpreter check")
+    kw = dict(batch=1, seq_len=3, channels=4)
+    ref = outputs_and_grads(config, 2, "eager", dtype=torch.float64, device=DEVICE, **kw)
+    with tt.forced(menu="mid-u3", persistent=True):
+        got = outputs_and_grads(config, 2, "triton", dtype=torch.float64, device=DEVICE, **kw)
+    _assert_close_to(ref, got, torch.float64)
+
+
 @pytest.fixture
 def fold_tiles(tt, monkeypatch):
     """The batch folded into the rows with tiles that cut across examples at tiny sizes: a
@@ -306,7 +323,7 @@ def test_table_rows_per_precision_and_the_training_choice(tt, tmp_path, monkeypa
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize("menu", ["wide", "narrow", "single", "fp64"])
+@pytest.mark.parametrize("menu", ["wide", "narrow", "single", "fp64", "mid", "mid-u3", "narrow-u3"])
 def test_every_tile_menu_entry_equals_eager_float64(tt, menu):
     """Each tile set the dispatcher can choose, per step, float64 (M = 10: one or two channel
     tiles; 3D at L = 2: four locations, one to four location tiles)."""

@@ -17,7 +17,8 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
                   s, T, DELAY, B, N, M, GC, KD, NJ, R,
                   NORM: tl.constexpr, MEMCONV: tl.constexpr, HAS_NEXT: tl.constexpr,
                   FOLD: tl.constexpr, PRECISION: tl.constexpr,
-                  BN: tl.constexpr, BM: tl.constexpr, BG: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr):
+                  BN: tl.constexpr, BM: tl.constexpr, BG: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr,
+                  UNROLL: tl.constexpr):
     """Backward of step s for a tile: dA_s (local part), dc_s, and the deferred partials.
 
     Writes das[s] gate columns (G, I, F, O; the Q columns are completed after the
@@ -51,7 +52,7 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
             else:
                 ln_a, ln_b = ln_sums(pa_ptr, pb_ptr, e_n * NJ, N, M, NJ, BN, NJP)
         # dL/dh_s = sum over the windows that read h_s of W^h dA_{s+1} (inverse hidden map).
-        for k in range(KD):
+        for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
             src = tl.load(invh_ptr + loc * KD + k, mask=lok, other=-1)
             sok = src >= 0
             srow = e_n + tl.where(sok, src, 0)
@@ -85,7 +86,7 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
         # dL/dc_s through step s+1's memory-cell convolution (inverse cell map) or, without
         # it, straight through the forget gate (c_{s+1} is in cs[s+2], bt rows after step s+1's).
         if MEMCONV:
-            for r in range(R):
+            for r in tl.range(0, R, 1, loop_unroll_factor=UNROLL):
                 ent = tl.load(invc_ptr + loc * R + r, mask=lok, other=-1)
                 eok = ent >= 0
                 el = tl.where(eok, ent, 0)
@@ -146,7 +147,7 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
         dq1 = tl.zeros((BN, KDP), dt)
         dq2 = tl.zeros((BN, KDP), dt)
         dcf = dc * f
-        for k in range(KD):
+        for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
             cl = tl.load(cidx_ptr + loc * KD + k, mask=lok, other=0)
             cw = tl.load(cs_ptr + (e_s + cl)[:, None] * M + chn[None, :], mask=own, other=0.0)
             sel = kq[None, :] == k
@@ -191,12 +192,13 @@ def backward_step(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
                   s, T, DELAY, B, N, M, GC, KD, NJ, R,
                   NORM: tl.constexpr, MEMCONV: tl.constexpr, HAS_NEXT: tl.constexpr,
                   FOLD: tl.constexpr, PRECISION: tl.constexpr,
-                  BN: tl.constexpr, BM: tl.constexpr, BG: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr):
+                  BN: tl.constexpr, BM: tl.constexpr, BG: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr,
+                  UNROLL: tl.constexpr):
     """The backward of step s (launched for s = S-1 .. 0)."""
     backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr, invc_ptr,
                   das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
                   dout_ptr, dht_ptr, dct_ptr, s, T, DELAY, B, N, M, GC, KD, NJ, R,
-                  NORM, MEMCONV, HAS_NEXT, FOLD, PRECISION, BN, BM, BG, KDP, NJP)
+                  NORM, MEMCONV, HAS_NEXT, FOLD, PRECISION, BN, BM, BG, KDP, NJP, UNROLL)
 
 
 @triton.jit(do_not_specialize=["S", "T", "DELAY", "B", "N", "M", "GC", "KD", "NJ", "R"])
@@ -206,16 +208,16 @@ def backward_persistent(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, b
                         S, T, DELAY, B, N, M, GC, KD, NJ, R,
                         NORM: tl.constexpr, MEMCONV: tl.constexpr, FOLD: tl.constexpr, PRECISION: tl.constexpr,
                         BN: tl.constexpr, BM: tl.constexpr, BG: tl.constexpr, KDP: tl.constexpr,
-                        NJP: tl.constexpr):
+                        NJP: tl.constexpr, UNROLL: tl.constexpr):
     """Steps S-1 .. 0 in one launch, a grid barrier between them (step s reads step s+1's
     dA, dc and partial sums, written by other programs)."""
     backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr, invc_ptr,
                   das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
                   dout_ptr, dht_ptr, dct_ptr, S - 1, T, DELAY, B, N, M, GC, KD, NJ, R,
-                  NORM, MEMCONV, False, FOLD, PRECISION, BN, BM, BG, KDP, NJP)
+                  NORM, MEMCONV, False, FOLD, PRECISION, BN, BM, BG, KDP, NJP, UNROLL)
     for r in range(1, S):
         grid_barrier(sem_ptr)
         backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr,
                       invc_ptr, das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr,
                       dq2_ptr, dout_ptr, dht_ptr, dct_ptr, S - 1 - r, T, DELAY, B, N, M, GC, KD, NJ, R,
-                      NORM, MEMCONV, True, FOLD, PRECISION, BN, BM, BG, KDP, NJP)
+                      NORM, MEMCONV, True, FOLD, PRECISION, BN, BM, BG, KDP, NJP, UNROLL)

@@ -21,7 +21,7 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
                  NORM: tl.constexpr, MEMCONV: tl.constexpr, FIRST: tl.constexpr, FINISH: tl.constexpr,
                  FOLD: tl.constexpr, PRECISION: tl.constexpr,
                  BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr,
-                 NJP: tl.constexpr):
+                 NJP: tl.constexpr, UNROLL: tl.constexpr):
     """Step s of one tile (one launch, or one turn of the persistent loop): finish h_{s-1}
     of this tile (unless FIRST), then step s (unless FINISH).
 
@@ -69,7 +69,7 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
         z_row = (b * S + s64) * M + loc * 0  # z (B, S, M) of each row's example
         # Cross-layer convolution (eq. 10, SPEC section 3 steps 2-3): window rows gathered
         # through hidden_index from [0, z_s, h_{s-1}], times W^h.
-        for k in range(KD):
+        for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
             slot = tl.load(hidx_ptr + loc * KD + k, mask=lok, other=0)
             is_z = slot == INPUT
             is_h = slot >= HOFF
@@ -117,7 +117,7 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
             q = e / tl.sum(e, 1)[:, None]
             tl.store(acts_ptr + own_c[:, None] * GC + 4 * M + kq[None, :], q, mask=(lok & first_tile)[:, None] & qok)
             cc = tl.zeros((BN, BM), dt)
-            for k in range(KD):
+            for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
                 cl = tl.load(cidx_ptr + loc * KD + k, mask=lok, other=0)
                 qk = tl.sum(tl.where(kq[None, :] == k, q, 0.0), 1)
                 cc += qk[:, None] * tl.load(cs_ptr + (e_cur + cl)[:, None] * M + chn[None, :], mask=own, other=0.0)
@@ -142,11 +142,11 @@ def forward_step(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
                  NORM: tl.constexpr, MEMCONV: tl.constexpr, FIRST: tl.constexpr, FINISH: tl.constexpr,
                  FOLD: tl.constexpr, PRECISION: tl.constexpr,
                  BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr,
-                 NJP: tl.constexpr):
+                 NJP: tl.constexpr, UNROLL: tl.constexpr):
     """Launch s of S + 1 (the last finishes h of step S - 1)."""
     forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                  w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, s, S, B, N, M, GC, KD, NJ, eps,
-                 NORM, MEMCONV, FIRST, FINISH, FOLD, PRECISION, BN, BM, BK, KDP, NJP)
+                 NORM, MEMCONV, FIRST, FINISH, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
 
 
 @triton.jit(do_not_specialize=["S", "B", "N", "M", "GC", "KD", "NJ"])
@@ -155,20 +155,20 @@ def forward_persistent(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean
                        S, B, N, M, GC, KD, NJ, eps,
                        NORM: tl.constexpr, MEMCONV: tl.constexpr, FOLD: tl.constexpr, PRECISION: tl.constexpr,
                        BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr,
-                       NJP: tl.constexpr):
+                       NJP: tl.constexpr, UNROLL: tl.constexpr):
     """All S steps and the finisher in one launch: what launch s + 1 of ``forward_step`` reads
     from launch s (c_s, the gates, the partial statistics) it reads here after one grid
     barrier, so the results are the same, step for step."""
     zero = S * 0  # a run-time 0: the body takes s as a tensor
     forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                  w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, zero, S, B, N, M, GC, KD, NJ, eps,
-                 NORM, MEMCONV, True, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP)
+                 NORM, MEMCONV, True, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
     for s in range(1, S):
         grid_barrier(sem_ptr)
         forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                      w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, s, S, B, N, M, GC, KD, NJ, eps,
-                     NORM, MEMCONV, False, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP)
+                     NORM, MEMCONV, False, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
     grid_barrier(sem_ptr)
     forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                  w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, S, S, B, N, M, GC, KD, NJ, eps,
-                 NORM, MEMCONV, False, True, FOLD, PRECISION, BN, BM, BK, KDP, NJP)
+                 NORM, MEMCONV, False, True, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)

@@ -33,6 +33,7 @@ class Menu:
     bg: int
     warps: int = 4
     fold: bool = False  # the batch folded into the rows (common.tile_rows): bn rows of any examples
+    unroll: int = 1  # the window loops' unroll factor (tl.range loop_unroll_factor; 1: not unrolled)
 
     def tensor_cores(self, dtype: str) -> bool:
         """Whether its products are ``tl.dot`` (common.mma: float32, every side >= 16), so that
@@ -49,16 +50,28 @@ class Menu:
 # the tuning table or forced, until a device run shows them right and faster) fold the batch
 # into the rows: at batch 15 and one location one 16-row tile holds the whole batch, and at
 # 3D, L = 10 (1500 rows) "fold64" makes 24 x 4 = 96 programs, few enough for the persistent
-# grid on 132 SMs, with tl.dot (tensor cores at tf32x3 / tf32) on 64 x 32 tiles.
+# grid on 132 SMs, with tl.dot (tensor cores at tf32x3 / tf32) on 64 x 32 tiles. The 3D
+# candidates at batch 1 (issue 28, opt-in the same way): "mid", 8 locations x 16 channels with
+# 32-wide inner loops, 13 x 7 = 91 programs at 3D, L = 10, M = 100, so the grid fits 132 SMs
+# and runs persistent where "narrow" (325 programs) runs one launch per step, at 152 / 146
+# registers (forward / backward, sm_90) against narrow's 231 / 124; "-u3" unrolls the window
+# loops (over the Kd kernel entries, and the inverse cell map's entries in the backward) by 3,
+# so that the dependent loads of three entries (index map, norm statistics, c and o) can be in
+# flight at once instead of one after another (registers: mid-u3 248 / 128 + 32 B of stack,
+# narrow-u3 255 / 245; unrolled by 9, narrow spills 296 B). Unroll 1 compiles to the same
+# code as a plain loop (the PTX differs only in its debug file names).
 MENU = {
     "wide": Menu(16, 16, 32, 64),
     "narrow": Menu(4, 8, 128, 128),
     "single": Menu(1, 8, 128, 128),
     "fold": Menu(16, 16, 32, 64, fold=True),
     "fold64": Menu(64, 32, 16, 16, warps=8, fold=True),
+    "mid": Menu(8, 16, 32, 32),
+    "mid-u3": Menu(8, 16, 32, 32, unroll=3),
+    "narrow-u3": Menu(4, 8, 128, 128, unroll=3),
     "fp64": Menu(8, 16, 16, 16),
 }
-FLOAT32_MENU = ("wide", "narrow", "single", "fold", "fold64")
+FLOAT32_MENU = ("wide", "narrow", "single", "fold", "fold64", "mid", "mid-u3", "narrow-u3")
 
 # What float32 at each precision (vocab.PRECISIONS, common.mma) is held to against eager in
 # float64. TEST_TOLERANCE: tests/test_triton.py, the largest error over the largest entry of
@@ -92,7 +105,8 @@ def tiles_for(menu: Menu, m: int, kd: int) -> dict[str, int]:
     kdp_min = int(os.environ.get(DIAG_KDP_MIN_ENV) or KDP_MIN)
     warps = int(os.environ.get(DIAG_WARPS_ENV) or menu.warps)
     return dict(BN=menu.bn, BM=menu.bm, BK=menu.bk, BG=menu.bg, KDP=pow2(kd, kdp_min),
-                NJP=pow2(triton.cdiv(m, menu.bm)), FOLD=menu.fold, num_warps=warps)
+                NJP=pow2(triton.cdiv(m, menu.bm)), FOLD=menu.fold, UNROLL=menu.unroll,
+                num_warps=warps)
 
 
 def default_choice(m: int, n: int, batch: int, dtype: str) -> tuple[str, bool | None]:
