@@ -98,16 +98,21 @@ def _assert_close_to(ref: dict, got: dict, dtype, precision: str = "ieee") -> No
 # order and the barrier's counter are what is checked. (4 channels, "wide" tiles: one tile.)
 PERSISTENT_CASES = [("2d", 3), ("3d-ln", 2), ("3d-cn", 2), ("tlstm:dims=3,kernel=4,memory_conv=0,norm=ln", 2),
                     ("2d-m:norm=cn", 3)]
+# The window loops unrolled by 3 (mid-u3: Kd = 9, so three unrolled turns; the inverse cell
+# map's entries too), one program (3D at L = 2: four locations <= 8 rows, four channels <= 16).
+# The interpreter runs the loop as written: this checks the bounds and the plumbing; the
+# unrolled code is the compiler's, checked on a device (benchmarks/triton_session.py).
+UNROLLED_CASES = [("3d-cn", 2, "mid-u3"), ("3d-ln", 2, "mid-u3")]
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize("config,depth", PERSISTENT_CASES)
-def test_persistent_kernels_equal_eager_float64(tt, config, depth):
+@pytest.mark.parametrize("config,depth,menu", [(c, d, "wide") for c, d in PERSISTENT_CASES] + UNROLLED_CASES)
+def test_persistent_kernels_equal_eager_float64(tt, config, depth, menu):
     if DEVICE != "cpu":
         pytest.skip("the one-program interpreter check; on a GPU the equivalence tests run the persistent path")
     kw = dict(batch=1, seq_len=3, channels=4)
     ref = outputs_and_grads(config, depth, "eager", dtype=torch.float64, device=DEVICE, **kw)
-    with tt.forced(menu="wide", persistent=True):
+    with tt.forced(menu=menu, persistent=True):
         got = outputs_and_grads(config, depth, "triton", dtype=torch.float64, device=DEVICE, **kw)
     _assert_close_to(ref, got, torch.float64)
 
@@ -122,23 +127,6 @@ def test_persistent_kernels_float32_match_the_float64_oracle(tt, config, depth):
     with tt.forced(menu="wide", persistent=True):
         got = outputs_and_grads(config, depth, "triton", dtype=torch.float32, device=DEVICE, **kw)
     _assert_close_to(ref, got, torch.float32)
-
-
-@pytest.mark.triton
-@pytest.mark.parametrize("config", ["3d-cn", "3d-ln"])
-def test_unrolled_window_loops_persistent_equal_eager_float64(tt, config):
-    """The window loops unrolled by 3 (mid-u3: Kd = 9 entries, so three unrolled turns, and the
-    inverse cell map's entries), through the persistent kernels with one program (3D at L = 2:
-    four locations <= 8 rows, four channels <= 16). The interpreter runs the loop as written,
-    so this checks the loop bounds and the kernels' plumbing; the unrolled code is the
-    compiler's, checked on a device against float64 (benchmarks/triton_session.py)."""
-    if DEVICE != "cpu":
-        pytest.skip("the one-program interpreter check")
-    kw = dict(batch=1, seq_len=3, channels=4)
-    ref = outputs_and_grads(config, 2, "eager", dtype=torch.float64, device=DEVICE, **kw)
-    with tt.forced(menu="mid-u3", persistent=True):
-        got = outputs_and_grads(config, 2, "triton", dtype=torch.float64, device=DEVICE, **kw)
-    _assert_close_to(ref, got, torch.float64)
 
 
 @pytest.fixture
