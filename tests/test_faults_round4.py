@@ -122,6 +122,26 @@ def test_fifos_as_a_lock_a_result_file_and_a_temp_file_do_not_block_a_sweep(tmp_
     assert result.is_fifo() and temp.is_fifo()  # not ours, not a file: neither read nor deleted
 
 
+def test_a_folder_where_a_lock_goes_is_a_one_line_error_and_is_kept(tmp_path, fake_env):
+    """Not the tool's to delete (it may hold someone's files): that cell is not run, its line
+    says where the folder is and what to do, the other cells run, the sweep exits 1 (a cell not
+    run), no traceback; the folder and what is in it stay."""
+    spec = write_spec(tmp_path, RUNTIME_SPEC)
+    root = tmp_path / "ws" / "store"
+    cells = expand(load_spec(spec), code=CODE)
+    folder = locks.lock_path(root, "t", cells[0].id)
+    folder.mkdir(parents=True)
+    (folder / "notes.txt").write_text("mine")
+    proc = cli("sweep", str(spec), "--results-dir", str(root.parent), "--cell-fn", FAKE)
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    said = " ".join(proc.stdout.split())
+    assert "NOT RUN" in said and f"{folder} is a folder" in said and "move it away" in said, proc.stdout
+    assert len(records(root)) == 7 and sum(executions(fake_env).values()) == 7
+    assert (folder / "notes.txt").read_text() == "mine"
+    locks.clear_stale(root, "t", cells[0].id)  # a recorded cell's leftover claim: a folder is left alone
+    assert folder.is_dir()
+
+
 def test_the_temp_cleaner_never_deletes_what_is_not_a_regular_file(tmp_path):
     target = tmp_path / "x.json"
     fifo = tmp_path / f".x.json.{atomic._HOST}-{dead_pid()}.abc.tmp"

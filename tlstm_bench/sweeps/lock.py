@@ -12,7 +12,9 @@ sweep's claim. Only where that cannot be told (another host, whose PIDs mean not
 a process whose start is unknown) does the expiry decide (the cell's timeout plus a grace
 period). A lock that is not what this module writes (empty,
 truncated, not an object, a PID or an expiry of the wrong type: a disk or a hand broke it)
-is *corrupt* and stale at once, so a sweep never needs a person to delete it. A stale lock
+is *corrupt* and stale at once, so a sweep never needs a person to delete it (a folder where a
+lock goes is the exception: it is not the tool's to delete, so the claim is a one-line error
+that names it). A stale lock
 is broken under a second, short-lived ``.break`` lock and after re-reading it, so two
 processes that both find it stale cannot both take the cell. A write the disk refuses (full,
 read-only) raises with the lock's path and leaves no lock, empty or torn; a claim whose owner
@@ -26,10 +28,12 @@ import json
 import math
 import os
 import socket
+import stat
 import time
 from pathlib import Path
 
 from ..atomic import NotAFile, atomic_write, pid_alive, process_start, read_regular_text, temp_beside
+from ..errors import UserError
 from ..results.store import check_name
 
 GRACE_S = 600.0
@@ -217,6 +221,7 @@ def claim(root: Path, sweep: str, cell_id: str, *, timeout_s: float) -> CellLock
     """Take the cell, or return None if a live owner holds it."""
     path = lock_path(root, sweep, cell_id)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _refuse_folder(path)
     info = {**_me(), "created": time.time(), "expires": time.time() + timeout_s + GRACE_S}
     corrupt = False
     for _ in range(2):
@@ -230,12 +235,26 @@ def claim(root: Path, sweep: str, cell_id: str, *, timeout_s: float) -> CellLock
     return None
 
 
+class FolderInTheWay(UserError):
+    """A folder stands where a cell's lock file goes: the cell cannot be claimed."""
+
+
+def _refuse_folder(path: Path) -> None:
+    """A folder where the lock file goes cannot be a claim and is not the tool's to delete."""
+    try:
+        folder = stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return
+    if folder:
+        raise FolderInTheWay(f"{path} is a folder where the cell's lock file goes; move it away and rerun")
+
+
 def clear_stale(root: Path, sweep: str, cell_id: str) -> None:
     """Break the cell's claim if its owner is gone: a sweep killed between storing a cell's
     record and releasing its claim leaves it, and no later run claims a recorded cell."""
     path = lock_path(root, sweep, cell_id)
-    if os.path.lexists(path) and is_stale(read_lock(path)):
-        _break_stale(path)
+    if os.path.lexists(path) and not os.path.isdir(path) and is_stale(read_lock(path)):
+        _break_stale(path)  # (a folder there is not a claim, and not the tool's to delete)
 
 
 def holder(root: Path, sweep: str, cell_id: str) -> dict | None:

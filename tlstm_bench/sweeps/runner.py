@@ -258,6 +258,8 @@ def run_cell(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, 
             return _noted(outcome, claim.broke_corrupt and f"broke a corrupt lock file {claim.path.name}", moved)
         finally:
             claim.release()
+    except locks.FolderInTheWay as exc:  # not the tool's to delete: this cell waits for its owner
+        return Outcome(cell, "not-run", str(exc))
     except UserError as exc:  # its record file was found corrupt while the sweep ran
         return Outcome(cell, "corrupt", str(exc))
     except OSError as exc:  # the store refused a write (a lock, the log): the disk is full or read-only
