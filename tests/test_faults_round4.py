@@ -142,6 +142,19 @@ def test_a_folder_where_a_lock_goes_is_a_one_line_error_and_is_kept(tmp_path, fa
     assert folder.is_dir()
 
 
+def test_a_spec_swapped_for_a_fifo_after_it_was_found_is_refused_without_blocking(tmp_path):
+    """find_spec saw a file; by the time it is read a FIFO stands there: refused from its stat and
+    again once opened (non-blocking), never read from (in its own process: a hang is a timeout)."""
+    fifo = tmp_path / "swapped.toml"
+    os.mkfifo(fifo)
+    code = ("import sys; from pathlib import Path; from tlstm_bench.sweeps import spec; "
+            "from tlstm_bench.errors import UserError\n"
+            "spec.find_spec = lambda _: Path(sys.argv[1])\n"
+            "try: spec.load_spec('anything.toml')\nexcept UserError as e: print(e)")
+    out = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=HANG_S)
+    assert "is a FIFO, not a regular file" in out.stdout, out.stdout + out.stderr
+
+
 def test_the_temp_cleaner_never_deletes_what_is_not_a_regular_file(tmp_path):
     target = tmp_path / "x.json"
     fifo = tmp_path / f".x.json.{atomic._HOST}-{dead_pid()}.abc.tmp"

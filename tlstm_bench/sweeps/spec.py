@@ -64,7 +64,7 @@ from importlib import resources
 from pathlib import Path
 
 from .. import checks
-from ..atomic import file_kind
+from ..atomic import NotAFile, file_kind, read_regular_text
 from ..checks import MAX_DIM, MAX_SEED
 from ..errors import UserError
 from ..vocab import (DEFAULT_DTYPE, DTYPES, MAX_REPEATS, PRECISIONS, TASK_NAMES, TIMING_REPEATS, TIMING_SEQ_LEN,
@@ -531,13 +531,16 @@ def load_spec(spec: "str | Path", *, check_values: bool = True) -> SweepSpec:
     """Find, read and validate one spec file (``check_values``: see :func:`parse_spec`)."""
     path = find_spec(spec)
     try:
-        text = path.read_text()
+        text = read_regular_text(path)  # checked again as it is opened: a swap since find_spec never blocks
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: not valid TOML: {exc}{_opened_where(text, str(exc))}") from None
     except RecursionError:
         raise UserError(f"{path}: a value is nested too deeply to read (arrays or tables inside each other "
                         "hundreds of times); a spec needs lists of plain values") from None
+    except NotAFile as exc:
+        raise UserError(f"sweep spec file {path} is {exc.what}, not a regular file; give a path to a .toml file") \
+            from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read the spec: {exc}") from None
     return parse_spec(data, path, check_values=check_values)
