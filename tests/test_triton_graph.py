@@ -170,3 +170,54 @@ def test_the_captured_triton_step_equals_the_uncaptured_one_on_replay(config, de
         for name, g in plain.gradients().items():
             torch.testing.assert_close(graphed.gradients()[name], g, rtol=1e-5, atol=1e-7, msg=name)
     assert graphed.model.triton_last == plain.model.triton_last
+
+
+# ---- the issue 28 device session's graph variants (benchmarks/triton_session.py) ----------------
+@pytest.mark.triton
+def test_the_session_s_graph_check_catches_a_step_that_does_not_read_its_new_input(monkeypatch):
+    """graph_check compares the loss and every gradient with float64 eager after each of two
+    replays on new data. Without CUDA the uncaptured triton step stands in for the graph: it
+    passes; a stand-in that replays nothing new (a capture that lost its inputs) fails."""
+    pytest.importorskip("triton")
+    from benchmarks import triton_session as ts
+
+    def uncaptured(v, device, seq_len=None):
+        run = StepRun(Case(v.config, v.depth, "triton"), channels=v.channels, budget=None, vocab=ts.VOCAB,
+                      input_size=None, output_size=None, seq_len=seq_len, device=torch.device(device),
+                      dtype=torch.float32, seed=0)
+        return run, run
+
+    def stale(v, device, seq_len=None):
+        run, _ = uncaptured(v, device, seq_len)
+        return run, lambda: run.last_loss is None and run()  # only the first call runs
+
+    v = ts.Variant("m100", "3d-cn", 2, "triton-graph", channels=4, seq_len=3)
+    monkeypatch.setattr(ts, "graph_step", uncaptured)
+    right = ts.graph_check(v, "cpu")
+    assert right["check_ok"] and right["check_max_rel"] < 1e-5, right
+    monkeypatch.setattr(ts, "graph_step", stale)
+    wrong = ts.graph_check(v, "cpu")
+    assert not wrong["check_ok"] and wrong["check_max_rel"] > 1e-3, wrong
+
+
+def test_the_session_s_graph_probe_gives_what_is_left_to_a_fresh_process(monkeypatch, tmp_path):
+    """A probe process stops at its first failure (a failed capture may leave it unusable): the
+    next process takes the variants left; one that answers nothing fails the first of them with
+    its reason, so every variant ends with a result or one line."""
+    from benchmarks import triton_session as ts
+
+    graphs = [ts.Variant("m100", c, d, "triton-graph") for c, d in (("2d", 1), ("2d", 10), ("3d-cn", 1))]
+    a, b, c = (ts.vkey(v) for v in graphs)
+    asked = []
+
+    def process(todo, device, timeout):
+        asked.append([ts.vkey(v) for v in todo])
+        if len(asked) == 1:
+            return [{"key": a, "check_ok": True}, {"key": b, "error": "CaptureFailed: simulated"}], None
+        return [], "the graph probe's process ended with exit code -11: simulated"
+
+    monkeypatch.setattr(ts, "probe_process", process)
+    found = ts.graph_probe(ts.Session(tmp_path, 100.0, "cpu"), graphs + [ts.Variant("m100", "2d", 1)])
+    assert asked == [[a, b, c], [c]]
+    assert found == {a: {"check_ok": True}, b: {"error": "CaptureFailed: simulated"},
+                     c: {"error": "the graph probe's process ended with exit code -11: simulated"}}
