@@ -41,6 +41,28 @@ def test_the_planner_leaves_it_out_on_a_cpu_and_keeps_it_on_cuda():
         plan_cases(["2d"], [1], "no-such-loop", "cpu")
 
 
+def test_a_sweep_gives_it_to_the_tlstms_and_leaves_it_out_on_a_cpu(tmp_path):
+    from sweep_helpers import write_spec
+    from tlstm_bench.sweeps.grid import expand, left_out
+    from tlstm_bench.sweeps.spec import load_spec
+
+    spec = load_spec(write_spec(tmp_path, """
+        task = "runtime"
+        configs = ["slstm", "2d", "3d-cn"]
+        depths = [1, 10]
+        channels = 100
+        device = "cuda"
+        [runtime]
+        precision = "tf32x3"
+        implementations = ["triton-graph"]
+        """))
+    cells = expand(spec, code="v", machine={})
+    assert {(c.spec["config"], c.spec["implementation"]) for c in cells} == {("2d", "triton-graph"),
+                                                                             ("3d-cn", "triton-graph")}
+    assert {c.spec["precision"] for c in cells} == {"tf32x3"}
+    assert left_out(spec, "cpu") == {"triton-graph": 4} and expand(spec, code="v", device="cpu", machine={}) == []
+
+
 @pytest.mark.parametrize("name, loop", [("triton-graph", "triton"), ("cuda-graph", "fast")])
 def test_the_cuda_errors_name_the_implementation_and_its_loop(name, loop):
     """Without CUDA, or with the model on the CPU: one line naming both."""
