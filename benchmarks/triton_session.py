@@ -305,7 +305,16 @@ def probe_process(todo: list[Variant], device: str, timeout: float) -> tuple[lis
         out, why = done.stdout, None if done.returncode == 0 else f"the graph probe's process ended with " \
             f"exit code {done.returncode}: {tail}"
     out = out.decode() if isinstance(out, bytes) else out
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")], why
+    return [line for line in map(_json_line, out.splitlines()) if line is not None], why
+
+
+def _json_line(text: str) -> dict | None:
+    """A probe line, or None (other output, or a line cut short when the process was stopped)."""
+    try:
+        line = json.loads(text)
+    except ValueError:
+        return None
+    return line if isinstance(line, dict) and ("key" in line or "unavailable" in line) else None
 
 
 def probe_main(spec: str, device: str) -> int:
