@@ -10,6 +10,8 @@ equals the uncaptured one on replays with new data.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -83,6 +85,72 @@ def test_asked_on_a_cpu_it_is_one_line_and_exit_2(precision):
     assert lines[-1].startswith("error: implementation 'triton-graph' needs CUDA"), result.output
     assert "use implementation 'triton'" in result.output and "Traceback" not in result.output
     assert "precision" not in lines[-1]  # the precision is accepted: the error is the device's
+
+
+class _FakeCuda:
+    """Just enough of ``torch.cuda`` for GraphedStep on a CPU, with a capture that fails as a
+    launch refused inside a capture does: the launch raises, then ending the capture raises too."""
+
+    class Stream:
+        def __init__(self, name="a side stream"):
+            self.name = name
+
+        def wait_stream(self, other):
+            pass
+
+    class _Capture:
+        def __enter__(self):
+            return None
+
+        def __exit__(self, *exc):
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+
+    def __init__(self):
+        self.set_to = []
+        self.caller = self.Stream("the caller's stream")
+
+    def stream(self, side):
+        return contextlib.nullcontext()
+
+    def current_stream(self):
+        return self.caller
+
+    def synchronize(self):
+        pass
+
+    def CUDAGraph(self):  # noqa: N802 - torch's name
+        return object()
+
+    def graph(self, graph):
+        return self._Capture()
+
+    def set_stream(self, stream):
+        self.set_to.append(stream)
+
+
+def test_a_failed_capture_says_why_first_and_what_to_use_and_restores_the_stream(monkeypatch):
+    """CaptureFailed carries the capture's first error (the launch that was refused), not the
+    error of ending the capture that follows it, and the caller's stream is current again."""
+    from tlstm_bench.models import cuda_graph
+
+    fake = _FakeCuda()
+    monkeypatch.setattr(cuda_graph, "torch", type("T", (), {"cuda": fake}))
+    monkeypatch.setattr(cuda_graph, "check_cuda", lambda device, implementation: None)
+    param = torch.ones(2, requires_grad=True)
+    calls = []
+
+    def loss_fn():
+        calls.append(1)
+        if len(calls) > cuda_graph.GRAPH_WARMUP:  # the capture
+            raise RuntimeError("Triton Error [CUDA]: operation not permitted when stream is capturing\nmore")
+        return (param * 2).sum()
+
+    with pytest.raises(CaptureFailed) as info:
+        cuda_graph.GraphedStep(loss_fn, [param], implementation="triton-graph", context=lambda: "the kernels")
+    assert str(info.value) == ("implementation 'triton-graph' could not capture its step as one CUDA graph (the "
+                               "kernels): RuntimeError: Triton Error [CUDA]: operation not permitted when stream is "
+                               "capturing; use implementation 'triton'")
+    assert fake.set_to == [fake.caller]
 
 
 def _capture_fails(model, z, state):

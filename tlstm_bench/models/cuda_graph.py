@@ -109,11 +109,13 @@ class GraphedStep:
         _drop_grads(self.params)  # the captured backward allocates them in the graph's pool
         torch.cuda.synchronize()
         self.graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.current_stream()
         try:
             with torch.cuda.graph(self.graph):
                 loss = loss_fn()
                 loss.backward()
         except Exception as exc:
+            torch.cuda.set_stream(stream)  # a capture_end that raised left its capture stream current
             what = f" ({context()})" if context is not None else ""
             raise CaptureFailed(f"implementation {implementation!r} could not capture its step as one CUDA "
                                 f"graph{what}: {_first_error(exc)}; use implementation "
