@@ -13,22 +13,30 @@ group's share of the budget is spent (at least 3 rounds):
   layers;
 * ``m100``: forward + loss + backward, batch 1, T = 100, M = 100: the six tLSTM presets at
   L = 1, 4, 10 as the dispatcher picks, the wide persistent tiles for the 3D ones at L = 10
-  (3d-cn also at tf32x3 and tf32), the 3D batch-1 candidates (``mid`` and ``mid-u3``
-  persistent, ``narrow-u3`` per step: the window loops unrolled), a flattened
-  ``torch.nn.LSTM`` of the same M and L;
+  (3d-cn also at tf32x3 and tf32), a flattened ``torch.nn.LSTM`` of the same M and L,
+  ``triton-graph`` (the whole step captured as one CUDA graph and replayed) for 2d and 3d-cn
+  at L = 1 and 10, the dispatched path and per step forced, and last the 3D batch-1
+  candidates (``mid`` and ``mid-u3`` persistent, ``narrow-u3`` per step: the window loops
+  unrolled);
 * ``10m``: the same at the 10M size for 2d and 3d-cn at L = 1 and 10, and sLSTM ``cudnn``.
 
 A variant that fails its check is timed anyway and marked wrong; it never counts for a target
-nor enters the table. Writes into ``--out``: ``store/triton-session/*.json`` (runtime records
-of the results store schema, ``results.schema``; the tuner's keys ``variant``, ``menu``,
-``persistent``, ``us_per_step`` ride along), ``table.json`` (tuning-table rows: per shape and
-precision the fastest correct triton variant, with ``fast_us_per_step`` for the training
-shapes, which is what lets ``train`` pick triton by itself: copy the rows into
+nor enters the table. The ``triton-graph`` variants are captured and checked first in a process
+of their own (:func:`graph_probe`: the captured step, float32 against float64 ``eager``, loss
+and every parameter gradient over two replays on new data); a capture that fails there is that
+variant's failed record, one line, and this process never tries it (a failed capture can leave
+a process's CUDA state unusable, and this one has every other variant to time).
+
+Writes into ``--out``: ``store/triton-session/*.json`` (runtime records of the results store
+schema, ``results.schema``; the tuner's keys ``variant``, ``menu``, ``persistent``,
+``us_per_step`` ride along), ``table.json`` (tuning-table rows: per shape and precision the
+fastest correct triton variant, with ``fast_us_per_step`` for the training shapes, which is
+what lets ``train`` pick triton by itself: copy the rows into
 ``tlstm_bench/models/triton_tlstm/tuning.json``), ``targets.txt`` and ``stdout.txt``. The
 records are written as they are made, so a run cut by the outer ``timeout`` keeps them.
 
-    D=/tmp/tsession; PYTHONPATH=. timeout -k 5 360 python3 benchmarks/triton_session.py \
-        --out $D --budget-s 300; tar czf $OUT/triton-session.tar.gz -C /tmp tsession
+    D=/tmp/tsession; PYTHONPATH=. timeout -k 5 420 python3 benchmarks/triton_session.py \
+        --out $D --budget-s 360; tar czf $OUT/triton-session.tar.gz -C /tmp tsession
 
 (``--device cpu`` with TRITON_INTERPRET=1: the same flow at toy sizes, to test the script.)
 """
@@ -38,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -50,12 +59,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # model_
 
 VOCAB, M100, CHECK_T, MIN_ROUNDS = 205, 100, 7, 3
 PRESETS = ("2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn")
+PROBE_S = 100.0  # at most, for the graph probe's processes (a start, the compiles, the captures)
+IMPLEMENTATIONS = {"triton": "triton", "triton-graph": "triton-graph", "fast": "fast", "cudnn": "cudnn",
+                   "nnlstm": "torch.nn.LSTM"}
 
 
 @dataclass
 class Variant:
-    """One thing to time. ``kind``: triton, fast, nnlstm (a flattened torch.nn.LSTM) or cudnn
-    (the tool's sLSTM / lstm with implementation cudnn); ``menu`` None: the dispatcher's choice."""
+    """One thing to time. ``kind``: triton, triton-graph (triton's whole step as one CUDA graph,
+    ``timing.StepRun``), fast, nnlstm (a flattened torch.nn.LSTM) or cudnn (the tool's sLSTM /
+    lstm with implementation cudnn); ``menu`` None: the dispatcher's choice."""
 
     group: str
     config: str
@@ -75,10 +88,10 @@ class Variant:
 
     @property
     def label(self) -> str:
-        if self.kind != "triton":
+        if self.kind not in ("triton", "triton-graph"):
             return self.kind
         path = "" if self.persistent is None else ("/persistent" if self.persistent else "/step")
-        return f"triton:{self.menu or 'auto'}{path}:{self.precision}"
+        return f"{self.kind}:{self.menu or 'auto'}{path}:{self.precision}"
 
 
 def plan(device: str) -> list[Variant]:
@@ -86,6 +99,7 @@ def plan(device: str) -> list[Variant]:
     if device == "cpu":  # a dry run: toy sizes, per step, the interpreter
         return [Variant("m100", "2d", 1, channels=4, seq_len=3), Variant("m100", "2d", 1, "fast", channels=4,
                                                                            seq_len=3),
+                Variant("m100", "2d", 1, "triton-graph", channels=4, seq_len=3),  # needs CUDA: fails in one line
                 Variant("train", "3d-cn", 2, menu="fold", persistent=False, precision="tf32x3", batch=3, seq_len=3,
                         channels=4, train=True),
                 Variant("train", "3d-cn", 2, "fast", batch=3, seq_len=3, channels=4, train=True)]
@@ -101,7 +115,9 @@ def plan(device: str) -> list[Variant]:
         out += [Variant("m100", c, depth) for c in PRESETS] + [Variant("m100", "lstm", depth, "nnlstm")]
     out += [Variant("m100", c, 10, menu="wide", persistent=True) for c in ("3d", "3d-ln")]
     out += [Variant("m100", "3d-cn", 10, menu="wide", persistent=True, precision=p) for p in ("ieee", "tf32x3", "tf32")]
-    # The 3D batch-1 candidates (tiles.MENU): 91 programs, persistent, with and without the
+    out += [Variant("m100", c, depth, "triton-graph", persistent=path) for depth in (1, 10) for c in ("2d", "3d-cn")
+            for path in (None, False)]  # the dispatched path, and per step forced
+    # The 3D batch-1 candidates (tiles.MENU), last: 91 programs, persistent, with and without the
     # window loops unrolled; the default narrow tiles unrolled, per step (the A/B of the unroll).
     out += [Variant("m100", "3d-cn", 10, menu=m, persistent=True) for m in ("mid", "mid-u3")]
     out += [Variant("m100", "3d-cn", 1, menu="mid-u3", persistent=True),
@@ -121,7 +137,7 @@ def build(v: Variant, device: str):
     if v.kind == "nnlstm":
         model = FlatLSTM(VOCAB, v.channels, v.depth)
     else:
-        impl = {"triton": "triton", "fast": "fast", "cudnn": "cudnn"}[v.kind]
+        impl = {"triton": "triton", "triton-graph": "triton", "fast": "fast", "cudnn": "cudnn"}[v.kind]
         model = build_model(v.config, v.depth, vocab=VOCAB, channels=v.channels, budget=v.budget, implementation=impl)
         model.precision = v.precision
     model.to(device)
@@ -151,6 +167,9 @@ def step_fn(v: Variant, device: str):
     """The timed call: forward + loss + backward (and an Adam step when ``v.train``)."""
     from tlstm_bench.models import triton_tlstm
 
+    if v.kind == "triton-graph":
+        run, fn = graph_step(v, device)
+        return run.model, fn
     model, x, y = build(v, device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3) if v.train else None
 
@@ -162,6 +181,22 @@ def step_fn(v: Variant, device: str):
         if opt is not None:
             opt.step()
     return model, run
+
+
+def graph_step(v: Variant, device: str, seq_len: int | None = None):
+    """``triton-graph`` as ``time`` runs it (a StepRun: batch 1, its own input); the first call
+    captures the step, on the path ``v`` forces, every later call replays it."""
+    from tlstm_bench.models import triton_tlstm
+    from tlstm_bench.timing import Case, StepRun
+
+    run = StepRun(Case(v.config, v.depth, "triton-graph"), channels=v.channels, budget=v.budget, vocab=VOCAB,
+                  input_size=None, output_size=None, seq_len=seq_len or v.seq_len, device=torch.device(device),
+                  dtype=torch.float32, seed=0, precision=v.precision)
+
+    def fn():
+        with triton_tlstm.forced(persistent=v.persistent):
+            run()
+    return run, fn
 
 
 class _nothing:
@@ -193,6 +228,123 @@ def check(v: Variant, device: str, oracles: dict) -> dict:
                 check_ok=errs[worst] <= CHECK_TOLERANCE[v.precision])
 
 
+def graph_check(v: Variant, device: str) -> dict:
+    """The captured step, float32 at the variant's precision and path, against ``eager`` in
+    float64 (StepRuns at T = 7, their parameters moved alike off the initial values): the loss and
+    every parameter gradient after each of two replays on new data copied into the step's input."""
+    from tlstm_bench.models.triton_tlstm.tiles import CHECK_TOLERANCE
+    from tlstm_bench.timing import Case, StepRun
+
+    seq_len = CHECK_T if device == "cuda" else 2
+    run, step = graph_step(v, device, seq_len)
+    oracle = StepRun(Case(v.config, v.depth, "eager"), channels=v.channels, budget=v.budget, vocab=VOCAB,
+                     input_size=None, output_size=None, seq_len=seq_len, device=torch.device(device),
+                     dtype=torch.float64, seed=0)
+    gen = torch.Generator().manual_seed(2)
+    with torch.no_grad():  # norm gains 1 and biases 0 would hide a swapped gain and bias
+        for pg, pe in zip(run.model.parameters(), oracle.model.parameters()):
+            delta = torch.randn(pg.shape, generator=gen, dtype=torch.float64) * 0.1
+            pg.add_(delta.to(pg))
+            pe.add_(delta.to(pe))
+    step()  # the capture
+    errs = {}
+    for data in (1, 2):
+        x = torch.randint(0, VOCAB, tuple(run.x.shape), generator=gen)
+        target = torch.randint(0, VOCAB, tuple(run.target.shape), generator=gen)
+        for r, call in ((run, step), (oracle, oracle)):
+            r.x.copy_(x)
+            r.target.copy_(target)
+            call()
+        got = {"loss": run.last_loss, **run.gradients()}
+        for name, want in {"loss": oracle.last_loss, **oracle.gradients()}.items():
+            if want is not None:
+                errs[f"{name} (replay {data})"] = ((got[name].double() - want).norm()
+                                                   / want.norm().clamp_min(1e-30)).item()
+    worst = max(errs, key=errs.get)
+    tolerance = CHECK_TOLERANCE[v.precision]
+    return dict(check_max_rel=errs[worst], check_worst=worst, check_tolerance=tolerance,
+                check_ok=errs[worst] <= tolerance, check_of="the captured step, on replay")
+
+
+def vkey(v: Variant) -> str:
+    return f"{v.group} {v.config} L={v.depth} {v.label}"
+
+
+def one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc).strip() else ''}"
+
+
+def graph_probe(s: "Session", group: list[Variant]) -> dict[str, dict]:
+    """Capture and check the group's ``triton-graph`` variants in processes of their own, before
+    this one captures any: {vkey: graph_check's fields, or {"error": one line}}. A process stops
+    at its first failure (its CUDA state may be unusable); the next one takes the rest."""
+    todo = [v for v in group if v.kind == "triton-graph"]
+    found: dict[str, dict] = {}
+    stop = time.monotonic() + min(PROBE_S, max(s.left(), 0.0))
+    while todo and time.monotonic() < stop:
+        t0 = time.monotonic()
+        lines, why = probe_process(todo, s.device, stop - time.monotonic())
+        for line in lines:
+            if "unavailable" in line:  # a UserError: no graphed step here at all
+                found.update({vkey(v): {"error": line["unavailable"]} for v in todo if vkey(v) not in found})
+            else:
+                found[line.pop("key")] = line
+        left = [v for v in todo if vkey(v) not in found]
+        if left and len(left) == len(todo):  # nothing came back: the first one fails with the process
+            found[vkey(left[0])] = {"error": why or "the graph probe's process gave no answer"}
+        todo = [v for v in todo if vkey(v) not in found]
+        s.say(f"graph probe: {len(lines)} result(s) in {time.monotonic() - t0:.0f} s{'; ' + why if why else ''}")
+    found.update({vkey(v): {"error": "not captured: the graph probe's time ran out"} for v in todo})
+    return found
+
+
+def probe_process(todo: list[Variant], device: str, timeout: float) -> tuple[list[dict], str | None]:
+    """One probe process (this script with ``--probe-graphs``): its JSON lines, and why it ended
+    early (None when it ended by itself)."""
+    keep = ("group", "config", "depth", "kind", "persistent", "precision", "channels", "budget", "seq_len")
+    spec = json.dumps([{k: getattr(v, k) for k in keep} for v in todo])
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--probe-graphs", spec, "--device", device]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=max(timeout, 1.0))
+    except subprocess.TimeoutExpired as exc:
+        out, why = exc.stdout or "", f"the graph probe's process was stopped after {timeout:.0f} s"
+    else:
+        tail = (done.stderr.strip().splitlines() or [""])[-1][:300]
+        out, why = done.stdout, None if done.returncode == 0 else f"the graph probe's process ended with " \
+            f"exit code {done.returncode}: {tail}"
+    out = out.decode() if isinstance(out, bytes) else out
+    return [line for line in map(_json_line, out.splitlines()) if line is not None], why
+
+
+def _json_line(text: str) -> dict | None:
+    """A probe line, or None (other output, or a line cut short when the process was stopped)."""
+    try:
+        line = json.loads(text)
+    except ValueError:
+        return None
+    return line if isinstance(line, dict) and ("key" in line or "unavailable" in line) else None
+
+
+def probe_main(spec: str, device: str) -> int:
+    """The probe process: ``graph_check`` of each variant, one JSON line each, as it is made."""
+    from tlstm_bench.errors import UserError
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    for item in json.loads(spec):
+        v = Variant(**item)
+        try:
+            line = {"key": vkey(v), **graph_check(v, device)}
+        except UserError as exc:
+            print(json.dumps({"unavailable": one_line(exc)}), flush=True)
+            return 0
+        except Exception as exc:  # noqa: BLE001 - this variant's failure; the parent starts a fresh process
+            print(json.dumps({"key": vkey(v), "error": one_line(exc)}), flush=True)
+            return 0
+        print(json.dumps(line), flush=True)
+    return 0
+
+
 def sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
@@ -219,7 +371,7 @@ def base_record(v: Variant, model, device: str) -> dict:
     steps = model.arch.sequential_steps(v.seq_len, model.depth) if tlstm else v.seq_len * v.depth
     return {**provenance(device), "kind": "runtime", "task": "runtime", "status": "ok", "error": None, "seed": 0,
             "config": model.arch.label if tlstm else "nn.LSTM", "depth": v.depth, "budget": v.budget,
-            "implementation": {"triton": "triton", "fast": "fast", "cudnn": "cudnn", "nnlstm": "torch.nn.LSTM"}[v.kind],
+            "implementation": IMPLEMENTATIONS[v.kind],
             "channels": model.channels, "tensor_size": getattr(model, "tensor_size", None),
             "params": sum(p.numel() for p in model.parameters()), "input_size": VOCAB, "output_size": VOCAB,
             "seq_len": v.seq_len, "batch": v.batch, "sequential_steps": steps, "dtype": "float32",
@@ -258,7 +410,7 @@ class Session:
 
         rec = v.rec
         key = record_key(rec)
-        if v.menu is not None or v.batch != 1 or v.train:  # variants `time` cannot make: a key of their own
+        if v.menu is not None or v.persistent is not None or v.batch != 1 or v.train:  # not `time`'s: own key
             key = stable_hash({"key": key, "variant": v.label, "batch": v.batch, "train": v.train})
         rec.update(key=key, id=versioned_id(key, code_version()))
         problem = record_problem(rec)
@@ -268,7 +420,9 @@ class Session:
 
 
 def warm_up(s: Session, group: list[Variant]) -> list[Variant]:
-    """Build, check (triton) and run once (compiling) each variant; the ones that ran."""
+    """Build, check (triton; triton-graph: in the probe) and run once (compiling, capturing) each
+    variant; the ones that ran."""
+    probed = graph_probe(s, group)
     live = []
     for v in group:
         if s.left() <= 0:
@@ -277,19 +431,10 @@ def warm_up(s: Session, group: list[Variant]) -> list[Variant]:
             continue
         t0 = time.monotonic()
         try:
-            model, fn = step_fn(v, s.device)
-            v.rec = base_record(v, model, s.device)
-            fn()
-            sync(s.device)
-            if v.kind == "triton":
-                v.rec["kernels"] = model.__dict__.get("triton_last")
-                v.rec.update(check(v, s.device, s.oracles))
-                if not v.rec["check_ok"]:
-                    v.rec["wrong"] = True  # timed anyway, never counted or tabled
-            v.fn = fn
+            prepare(v, s, probed.get(vkey(v)))
             live.append(v)
         except Exception as exc:  # noqa: BLE001 - recorded; the next variant goes on
-            v.rec = {**v.rec, "status": "failed", "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+            v.rec = {**v.rec, "status": "failed", "error": v.rec.get("error") or one_line(exc)}
             if "kind" in v.rec:
                 s.store(v)
         v.rec["warmup_s"] = round(time.monotonic() - t0, 2)
@@ -297,6 +442,25 @@ def warm_up(s: Session, group: list[Variant]) -> list[Variant]:
               f"{v.rec.get('error') or ''}{'WRONG ' if v.rec.get('wrong') else ''}"
               f"{'check %.1e' % v.rec['check_max_rel'] if 'check_max_rel' in v.rec else ''}")
     return live
+
+
+def prepare(v: Variant, s: Session, probed: dict | None) -> None:
+    """Build ``v``, run it once and check it (``probed``: a triton-graph variant's probe result,
+    whose failure is its record's error, never tried here)."""
+    if probed is not None and "error" in probed:
+        model, _, _ = build(v, s.device)  # the record's fields; the capture is not tried here
+        v.rec = {**base_record(v, model, s.device), "error": probed["error"]}
+        raise RuntimeError(probed["error"])
+    model, fn = step_fn(v, s.device)
+    v.rec = base_record(v, model, s.device)
+    fn()
+    sync(s.device)
+    if v.kind in ("triton", "triton-graph"):
+        v.rec["kernels"] = model.__dict__.get("triton_last")  # a graph's: what its capture ran
+        v.rec.update(check(v, s.device, s.oracles) if v.kind == "triton" else probed)
+        if not v.rec["check_ok"]:
+            v.rec["wrong"] = True  # timed anyway, never counted or tabled
+    v.fn = fn
 
 
 def time_rounds(s: Session, live: list[Variant], share_s: float, max_rounds: int) -> None:
@@ -308,7 +472,7 @@ def time_rounds(s: Session, live: list[Variant], share_s: float, max_rounds: int
             try:
                 v.samples.append(timed_ms(v.fn, s.device))
             except Exception as exc:  # noqa: BLE001
-                v.rec.update(status="failed", error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+                v.rec.update(status="failed", error=one_line(exc))
         live = [v for v in live if v.rec["status"] == "ok"]
         rounds += 1
     for v in live:
@@ -373,8 +537,10 @@ def targets(done: list[Variant]) -> list[str]:
         lines.append(f"{'UNMEASURED' if ok is None else 'MET' if ok else 'MISSED'}: {what}: {numbers}")
 
     for config, limit in (("2d", 12.0), ("3d-cn", 20.0)):
-        v = best(done, "m100", config, 10)
-        verdict(None if v is None else v.rec["us_per_step"] <= limit, f"{config} L=10 <= {limit:g} us", _us(v))
+        for kind, what in (("triton", ""), ("triton-graph", " (triton-graph: the step as one CUDA graph)")):
+            v = best(done, "m100", config, 10, kind)
+            verdict(None if v is None else v.rec["us_per_step"] <= limit, f"{config} L=10 <= {limit:g} us{what}",
+                    _us(v))
     for config in PRESETS:
         a, b = best(done, "m100", config, 1), best(done, "m100", config, 10)
         ratio = None if a is None or b is None else b.rec["us_per_step"] / a.rec["us_per_step"]
@@ -395,20 +561,38 @@ def targets(done: list[Variant]) -> list[str]:
             x = None if t is None or fast is None else fast.rec["us_per_step"] / t.rec["us_per_step"]
             verdict(None if x is None else x >= factor, f"train 3d-cn L={depth} batch 15 {precision} >= {factor:g}x fast",
                     "unmeasured" if x is None else f"{x:.2f}x ({_us(t)} vs fast {_us(fast)})")
+    lines += graph_notes(done)
     wrong = [f"{v.group} {v.config} L={v.depth} {v.label}" for v in done if v.rec.get("wrong")]
     verdict(not wrong, "every timed triton variant right against float64 eager", ", ".join(wrong) or "all")
     return lines
 
 
+def graph_notes(done: list[Variant]) -> list[str]:
+    """What the CUDA graph saved per timestep (no target: what direction 5 of the issue held):
+    the fastest correct triton-graph against the fastest correct triton at each shape timed."""
+    lines = []
+    for config, depth in sorted({(v.config, v.depth) for v in done if v.kind == "triton-graph"}):
+        g, t = best(done, "m100", config, depth, "triton-graph"), best(done, "m100", config, depth)
+        if g is not None and t is not None:
+            lines.append(f"GRAPH: {config} L={depth}: {_us(g)} against {_us(t)}: "
+                         f"{t.rec['us_per_step'] - g.rec['us_per_step']:+.1f} us per timestep saved")
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True, help="a folder outside $OUT; tar it into $OUT afterwards")
-    ap.add_argument("--budget-s", type=float, default=300.0, help="stop starting work after this many seconds")
+    ap.add_argument("--out", type=Path, help="a folder outside $OUT; tar it into $OUT afterwards (required)")
+    ap.add_argument("--budget-s", type=float, default=360.0, help="stop starting work after this many seconds")
     ap.add_argument("--groups", default="train,m100,10m", help="which groups, in this order")
     ap.add_argument("--rounds", type=int, default=30, help="at most this many timed rounds per group")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                     help="cpu: a dry run at toy sizes under TRITON_INTERPRET=1 (tests)")
+    ap.add_argument("--probe-graphs", help=argparse.SUPPRESS)  # graph_probe's processes: a JSON list of variants
     args = ap.parse_args()
+    if args.probe_graphs:
+        return probe_main(args.probe_graphs, args.device)
+    if args.out is None:
+        ap.error("--out is required")
     if args.device == "cuda" and not torch.cuda.is_available():
         print("error: benchmarks/triton_session.py times kernels on a CUDA GPU; none is available", file=sys.stderr)
         return 2

@@ -514,7 +514,8 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
     """benchmarks/triton_session.py (issue 28's one device call) on the CPU at toy sizes: every
     variant checked against float64 eager and timed, records of the store's schema (with the
     precision and what the kernels ran), a tuning-table row per triton shape and precision
-    (the training one with fast's time beside it), the targets printed."""
+    (the training one with fast's time beside it), the targets printed; the triton-graph
+    variant, which needs CUDA, failed in one line by its probe process, the rest timed."""
     pytest.importorskip("triton")
     from tlstm_bench.results.schema import record_problem
 
@@ -525,8 +526,12 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
                           capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     records = [json.loads(p.read_text()) for p in (tmp_path / "store" / "triton-session").glob("*.json")]
-    assert len(records) == 4 and all(record_problem(r) is None for r in records)
+    assert len(records) == 5 and all(record_problem(r) is None for r in records)
     by = {(r["session_group"], r["variant"]): r for r in records}
+    graph = by[("m100", "triton-graph:auto:ieee")]  # needs CUDA: its failure is its record, in one line
+    assert graph["status"] == "failed" and graph["implementation"] == "triton-graph"
+    assert graph["error"].startswith("UserError: implementation 'triton-graph' needs CUDA")
+    assert graph["error"].endswith("use implementation 'triton'")
     fold = by[("train", "triton:fold/step:tf32x3")]
     assert fold["precision"] == "tf32x3" and fold["check_ok"] and fold["kernels"]["menu"] == "fold"
     assert fold["batch"] == 3 and fold["samples_per_s"] > 0 and fold["repeats"] >= 3

@@ -44,18 +44,20 @@ DEFAULT_IMPLEMENTATION = {"tlstm": "fast", "slstm": "fused", "lstm": "cudnn"}
 ORACLE_IMPLEMENTATION = {"tlstm": "reference", "slstm": "loop", "lstm": "loop"}
 # Implementations that run only on a CUDA device (``time ... --implementation all`` leaves them
 # out on a CPU).
-CUDA_IMPLEMENTATIONS = frozenset({"cuda-graph", "triton"})
+CUDA_IMPLEMENTATIONS = frozenset({"cuda-graph", "triton", "triton-graph"})
 # Ways of running a whole training step rather than sequence loops of a model: the timing
 # protocol builds the model with the loop named here and captures its forward + loss +
-# backward as one CUDA graph (tlstm_bench.models.cuda_graph.GraphedStep).
-GRAPHED_IMPLEMENTATIONS = {"cuda-graph": "fast"}
+# backward as one CUDA graph (tlstm_bench.models.cuda_graph.GraphedStep). Without CUDA each
+# says to use its loop instead.
+GRAPHED_IMPLEMENTATIONS = {"cuda-graph": "fast", "triton-graph": "triton"}
 # The precision of the products in float32 (docs/triton.md, "Precision"): "ieee", plain float32
 # (no TF32), what every implementation computes and the default, so the paper's numbers stay
 # comparable; "tf32x3" (three TF32 tensor-core products, close to float32) and "tf32" (one,
-# about 3 decimal digits per product) only in the ``triton`` kernels' tl.dot tiles.
+# about 3 decimal digits per product) only in the ``triton`` kernels' tl.dot tiles (``triton``,
+# and ``triton-graph``, which captures them).
 PRECISIONS = ("ieee", "tf32x3", "tf32")
 DEFAULT_PRECISION = "ieee"
-PRECISION_IMPLEMENTATIONS = frozenset({"triton"})  # those that take a precision other than ieee
+PRECISION_IMPLEMENTATIONS = frozenset({"triton", "triton-graph"})  # those that take a precision other than ieee
 
 
 def check_precision(precision, implementation: str | None, what: str = "--precision") -> str:

@@ -20,8 +20,8 @@ class CorrectnessPart:
     def unit_discover(self) -> str:
         """Every registered implementation (``implementations_of``: the registries and the graphed
         step), each probed on a tiny model here, except the graphed ones: a capture that fails
-        poisons its process, so ``cuda-graph`` is probed and checked in a process of its own
-        (unit a:graph-step)."""
+        poisons its process, so ``cuda-graph`` and ``triton-graph`` are probed and checked in
+        processes of their own (unit a:graph-step)."""
         from tlstm_bench.timing import implementations_of
         from tlstm_bench.vocab import GRAPHED_IMPLEMENTATIONS
 
@@ -81,15 +81,19 @@ class CorrectnessPart:
         return first + [n for n in usable if n not in first]
 
     def graph_step_estimate(self) -> float:
+        """A process and the checks of each graphed step (``vocab.GRAPHED_IMPLEMENTATIONS``)."""
+        from tlstm_bench.vocab import GRAPHED_IMPLEMENTATIONS
+
         n = len([c for c in PRIORITY_CONFIGS if c != "slstm"]) * len(self.cfg.check_depths)
-        return Cost.SPAWN_S[self.dev.type] + n * (0.8 if self.dev.type == "cuda" else 0.05)
+        one = Cost.SPAWN_S[self.dev.type] + n * (0.8 if self.dev.type == "cuda" else 0.05)
+        return len(GRAPHED_IMPLEMENTATIONS) * one
 
     def unit_graph_step(self) -> str | None:
-        """``cuda-graph`` vs ``eager`` as whole steps (StepRun), float64, loss and every parameter
-        gradient, on replay after new data was copied into the input buffers; every tLSTM
-        configuration at the check depths. In a spawned process: a capture that fails poisons
-        that process's CUDA context, never this one; a process that breaks is replaced (twice
-        at most) for the cases it had left."""
+        """Each graphed step (``cuda-graph``, ``triton-graph``) vs ``eager`` as whole steps
+        (StepRun), float64, loss and every parameter gradient, on replay after new data was
+        copied into the input buffers; every tLSTM configuration at the check depths. In a
+        spawned process: a capture that fails poisons that process's CUDA context, never this
+        one; a process that breaks is replaced (twice at most) for the cases it had left."""
         from tlstm_bench.vocab import GRAPHED_IMPLEMENTATIONS
 
         cfg = self.cfg

@@ -239,9 +239,11 @@ def plan_rows(device: str, tiny: bool, budget_s: float, skip=()) -> list[tuple[s
     from tlstm_bench.timing import implementations_of
 
     cfg, cost = make_settings(tiny), Cost(device)
+    from tlstm_bench.vocab import CUDA_IMPLEMENTATIONS
+
     on = {"slstm": [n for n in implementations_of("slstm") if n not in ORACLE_CHAIN],
           "tlstm": [n for n in implementations_of("tlstm") if n not in ORACLE_CHAIN
-                    and (device == "cuda" or n not in ("cuda-graph", "triton"))]}
+                    and (device == "cuda" or n not in CUDA_IMPLEMENTATIONS)]}
     rows = [("start", "python, torch import, CUDA context, provenance", 10.0 if device == "cuda" else 4.0)]
     configs = [c for c in PRIORITY_CONFIGS if c != "slstm"]
     n_checks = len(configs) * len(cfg.check_depths) * len(cfg.dtypes)

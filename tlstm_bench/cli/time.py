@@ -34,7 +34,9 @@ def time_(
     seq_len: Annotated[int, typer.Option(help="Sequence length T.")] = TIMING_SEQ_LEN,
     device: Annotated[str, typer.Option(help=f"{DEVICES}.")] = "cpu",
     implementation: Annotated[Optional[str], typer.Option(
-        help="An implementation name, or 'all'. Default: every sLSTM implementation and the tLSTM's 'fast'.")] = None,
+        help="An implementation name, or 'all'. cuda-graph and triton-graph (CUDA only) replay fast's and "
+             "triton's whole step as one CUDA graph. Default: every sLSTM implementation and the tLSTM's "
+             "'fast'.")] = None,
     repeats: Annotated[int, typer.Option(help="Timed runs per case (interleaved across cases).")] = TIMING_REPEATS,
     warmup: Annotated[int, typer.Option(help="Untimed runs per case first.")] = TIMING_WARMUP,
     threads: Annotated[int, typer.Option(help="CPU threads (more threads on a shared machine wait for "

@@ -1,4 +1,5 @@
-"""``cuda-graph``: a whole forward + loss + backward step captured once as one CUDA graph.
+"""A whole forward + loss + backward step captured once as one CUDA graph (``cuda-graph``,
+``triton-graph``).
 
 At batch 1 a GPU spends a recurrent step launching kernels, not computing: the ``fast``
 path issues a few dozen small kernels per timestep, thousands per sequence. Capturing
@@ -21,10 +22,10 @@ or output of it is kept), the capture creates its own AccumulateGrad nodes, and 
 captured loss is kept detached, so no later eager step can reach them either.
 
 Who uses it: the timing protocol (:class:`tlstm_bench.timing.protocol.StepRun`) for the
-implementation name ``cuda-graph``, which builds the model with ``fast`` and captures
-its step. It is a way of *running a step*, not a sequence loop of the model, so it is
-not in ``TLSTM_IMPLEMENTATIONS``; ``tlstm_bench.vocab.GRAPHED_IMPLEMENTATIONS`` maps it
-to the loop it captures.
+implementation names of ``tlstm_bench.vocab.GRAPHED_IMPLEMENTATIONS``: ``cuda-graph``
+builds the model with ``fast`` and captures its step, ``triton-graph`` with ``triton``
+(docs/triton.md, "A CUDA graph around the kernels"). They are ways of *running a step*,
+not sequence loops of the model, so they are not in ``TLSTM_IMPLEMENTATIONS``.
 
 Semantics a caller must keep: the step reads only tensors that stay at the same address
 (the parameters, which every torch optimizer updates in place, and input buffers the
@@ -34,8 +35,11 @@ set the gradients to ``None`` between calls (``zero_grad(set_to_none=True)``): t
 the graph's output buffers (the call re-attaches them if someone did).
 
 Where CUDA is absent, or the model is on the CPU, :func:`check_cuda` raises a one-line
-:class:`~tlstm_bench.errors.UserError` that says to use ``fast``: a record labelled
-``cuda-graph`` is always a CUDA-graph measurement.
+:class:`~tlstm_bench.errors.UserError` that names the loop to use instead (``fast``,
+``triton``): a record labelled ``cuda-graph`` or ``triton-graph`` is always a CUDA-graph
+measurement. A capture that fails raises :class:`CaptureFailed`, one line with the first
+error of the capture; such a failure can leave the process's CUDA state unusable (the
+timing code says so for the cases after it, ``timing.measure``).
 """
 
 from __future__ import annotations
@@ -45,18 +49,35 @@ from typing import Callable, Iterable
 import torch
 
 from ..errors import UserError
+from ..vocab import GRAPHED_IMPLEMENTATIONS
 
 GRAPH_WARMUP = 3  # eager warm-up steps on the side stream before the capture (lazy init, cuDNN/cuBLAS handles)
 
 
-def check_cuda(device: torch.device | str) -> None:
-    """One-line error unless ``device`` is a usable CUDA device."""
+class CaptureFailed(RuntimeError):
+    """The capture of a graphed step failed (one line: the implementation, the capture's first
+    error, what to use instead). The process's CUDA state may be unusable after it."""
+
+
+def check_cuda(device: torch.device | str, implementation: str = "cuda-graph") -> None:
+    """One-line error unless ``device`` is a usable CUDA device, naming ``implementation`` (a
+    graphed one) and the loop to use instead."""
+    loop = GRAPHED_IMPLEMENTATIONS[implementation]
     if not torch.cuda.is_available():
-        raise UserError("implementation 'cuda-graph' needs CUDA, which is not available here; "
-                        "use implementation 'fast'")
+        raise UserError(f"implementation {implementation!r} needs CUDA, which is not available here; "
+                        f"use implementation {loop!r}")
     if torch.device(device).type != "cuda":
-        raise UserError("implementation 'cuda-graph' needs the model and input on a CUDA device "
-                        "(--device cuda); on a CPU use implementation 'fast'")
+        raise UserError(f"implementation {implementation!r} needs the model and input on a CUDA device "
+                        f"(--device cuda); on a CPU use implementation {loop!r}")
+
+
+def _first_error(exc: BaseException) -> str:
+    """``Type: first line`` of the first exception of a chain: when a launch fails inside a
+    capture, ending the capture fails too, and only the first error says why."""
+    while exc.__context__ is not None:
+        exc = exc.__context__
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 
 def _drop_grads(params: list[torch.Tensor]) -> None:
@@ -69,13 +90,15 @@ class GraphedStep:
 
     ``loss_fn``: no arguments, returns a scalar loss; reads only tensors that stay in place.
     ``params``: the leaves whose gradients the step computes (those without ``requires_grad``
-    are ignored).
+    are ignored). ``implementation``: the graphed implementation's name, for the errors;
+    ``context()``, asked only when the capture fails, what was being captured (a few words).
     """
 
     def __init__(self, loss_fn: Callable[[], torch.Tensor], params: Iterable[torch.Tensor],
-                 warmup: int = GRAPH_WARMUP):
+                 warmup: int = GRAPH_WARMUP, implementation: str = "cuda-graph",
+                 context: Callable[[], str] | None = None):
         self.params = [p for p in params if p.requires_grad]
-        check_cuda(self.params[0].device)
+        check_cuda(self.params[0].device, implementation)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -86,9 +109,17 @@ class GraphedStep:
         _drop_grads(self.params)  # the captured backward allocates them in the graph's pool
         torch.cuda.synchronize()
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            loss = loss_fn()
-            loss.backward()
+        stream = torch.cuda.current_stream()
+        try:
+            with torch.cuda.graph(self.graph):
+                loss = loss_fn()
+                loss.backward()
+        except Exception as exc:
+            torch.cuda.set_stream(stream)  # a capture_end that raised left its capture stream current
+            what = f" ({context()})" if context is not None else ""
+            raise CaptureFailed(f"implementation {implementation!r} could not capture its step as one CUDA "
+                                f"graph{what}: {_first_error(exc)}; use implementation "
+                                f"{GRAPHED_IMPLEMENTATIONS[implementation]!r}") from exc
         self.loss = loss.detach()  # the static output; detached so the captured autograd graph dies
         self.grads = [p.grad for p in self.params]
 

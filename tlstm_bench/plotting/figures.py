@@ -48,8 +48,9 @@ CONFIG_STYLES = {
 OTHER_COLOURS = ("tab:brown", "tab:pink", "tab:olive", "tab:gray", "darkblue", "darkgreen")
 IMPLEMENTATION_STYLES = ("-", "--", ":", "-.")
 # Where each line names its implementation (the fastest-implementation figure), its style follows the
-# name, so one configuration's implementations differ in every panel.
-IMPLEMENTATION_ORDER = ("triton", "cuda-graph", "fast", "cudnn", "fused", "wavefront", "eager", "loop")
+# name, so one configuration's implementations differ in every panel (the tLSTM's four on a GPU,
+# triton, cuda-graph, fast and triton-graph, take the four styles).
+IMPLEMENTATION_ORDER = ("triton", "cuda-graph", "fast", "cudnn", "fused", "wavefront", "eager", "triton-graph", "loop")
 
 TASK_TITLES = {
     "runtime": "Runtime",

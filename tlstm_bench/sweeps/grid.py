@@ -64,8 +64,8 @@ def _implementation_ok(config: str, implementation: str) -> bool:
 
 
 def needs_cuda(implementation: str, device: str) -> bool:
-    """Whether a runtime cell of ``implementation`` cannot run on ``device``: ``triton`` and
-    ``cuda-graph`` run only on a CUDA GPU (``vocab.CUDA_IMPLEMENTATIONS``). Such cells are left
+    """Whether a runtime cell of ``implementation`` cannot run on ``device``: ``triton``,
+    ``cuda-graph`` and ``triton-graph`` run only on a CUDA GPU (``vocab.CUDA_IMPLEMENTATIONS``). Such cells are left
     out of a sweep on another device, and the plan says how many (:func:`left_out`), as ``time
     --implementation all`` leaves them out: planned, they could only fail."""
     return implementation in CUDA_IMPLEMENTATIONS and not device.startswith("cuda")

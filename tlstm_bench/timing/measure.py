@@ -20,7 +20,10 @@ implementation takes every other case down with it (the first H100 run: after th
 ``cuda-graph`` capture failed, "Offset increment outside graph capture" everywhere).
 With ``isolate``, each implementation's cases live in a spawned worker process that the
 parent drives over a pipe, one command at a time (never two processes on the device at
-once); a worker that raises or dies fails its own cases only.
+once); a worker that raises or dies fails its own cases only. A graph capture that fails
+(``models.cuda_graph.CaptureFailed``: ``cuda-graph``, ``triton-graph``) is its case's
+failure, one line; the cases after it in the same process are still tried, and if they
+fail too their line says that a capture failed before them in that process.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import torch
 from ..errors import UserError
 from ..events import Progress, note, reporter
 from ..models import format_config, parse_config
+from ..models.cuda_graph import CaptureFailed
 from ..vocab import (CONTENDED_SHARE, DEFAULT_DTYPE, DEFAULT_PRECISION, TIMING_REPEATS, TIMING_SEQ_LEN, TIMING_VOCAB,
                      TIMING_WARMUP)
 from .protocol import (Case, FrozenClock, Plan, Setup, StepRun, check_memory, check_settings, cpu_settings,
@@ -72,6 +76,7 @@ class CaseGroup:
         self.samples: dict[Case, list[float]] = {}
         self.shares: dict[Case, list] = {}
         self.device = torch.device(setup.device)
+        self.capture_failed: str | None = None  # "2d L=1": a capture failed in this process
 
     def prepare(self, cases: list[Case] | None = None) -> dict[Case, str]:
         """Build and warm up ``cases`` (default: every case); returns those that failed, with why
@@ -92,12 +97,19 @@ class CaseGroup:
             except Exception as exc:  # noqa: BLE001 - contained: this case fails, the others go on
                 if not self.contain:
                     raise
-                failed[case] = _why(exc)
+                failed[case] = _why(exc) + self._after_capture()
+                if isinstance(exc, CaptureFailed) and self.capture_failed is None:
+                    self.capture_failed = f"{case.config} L={case.depth}"
                 continue
             self.runs[case], self.warmup_runs[case], self.samples[case] = run, len(seconds), []
             self.shares[case] = []
             self.last[case] = (seconds[-1] if seconds else 0.0) * self.number[case]
         return failed
+
+    def _after_capture(self) -> str:
+        """What to add to a later failure in a process where a graph capture failed."""
+        return f" (after the failed graph capture of {self.capture_failed} in this process)" if self.capture_failed \
+            else ""
 
     def _runs_per_sample(self, run: StepRun, warmup_s: list[float]) -> int:
         """1, or with ``min_sample_s`` enough back-to-back runs for a sample to last that long, from
@@ -121,8 +133,8 @@ class CaseGroup:
             except Exception as exc:  # noqa: BLE001 - the process may be broken: the group fails
                 if not self.contain:
                     raise
-                raise GroupFailed(f"{case.config} L={case.depth} failed, and with it this process: "
-                                  f"{_why(exc)}") from exc
+                raise GroupFailed(f"{case.config} L={case.depth} failed, and with it this process: {_why(exc)}"
+                                  + self._after_capture()) from exc
             self.last[case] = got[case] * self.number[case]
             self.samples[case].append(got[case])
             self.shares[case].append(share)

@@ -61,7 +61,7 @@ class Case:
 
 def implementations_of(kind: str) -> list[str]:
     """Every implementation a case of this kind (``slstm``, ``tlstm``, ``lstm``) can be timed with:
-    the model's sequence loops, and for the tLSTM the graphed step (``cuda-graph``)."""
+    the model's sequence loops, and for the tLSTM the graphed steps (``cuda-graph``, ``triton-graph``)."""
     if kind != "tlstm":
         return list(FAMILIES[kind][0])
     return [*TLSTM_IMPLEMENTATIONS, *GRAPHED_IMPLEMENTATIONS]
@@ -134,9 +134,11 @@ class StepRun:
 
     The input and target are fixed buffers: a caller that wants other data copies it into
     ``x`` and ``target`` in place (a captured step reads them at their addresses). For a
-    graphed implementation (``cuda-graph``: ``vocab.GRAPHED_IMPLEMENTATIONS``) the model runs
-    the loop it maps to, and the first call captures the whole step as one CUDA graph
-    (:class:`~tlstm_bench.models.cuda_graph.GraphedStep`); every call replays it.
+    graphed implementation (``cuda-graph``, ``triton-graph``: ``vocab.GRAPHED_IMPLEMENTATIONS``)
+    the model runs the loop it maps to, and the first call captures the whole step as one CUDA
+    graph (:class:`~tlstm_bench.models.cuda_graph.GraphedStep`); every call replays it. What
+    the triton kernels ran (``model.triton_last``) is what the capture ran: a replay runs no
+    Python, so it stays as the capture left it.
     """
 
     def __init__(self, case: Case, *, channels, budget, vocab, input_size, output_size, seq_len,
@@ -146,7 +148,7 @@ class StepRun:
         self.precision = check_precision(precision, self.implementation)
         loop = GRAPHED_IMPLEMENTATIONS.get(self.implementation)
         if loop is not None:
-            check_cuda(device)
+            check_cuda(device, self.implementation)
         torch.manual_seed(seed)
         self.model = build_model(case.config, case.depth, vocab=vocab, input_size=input_size,
                                  output_size=output_size, channels=channels, budget=budget,
@@ -173,7 +175,8 @@ class StepRun:
     def __call__(self) -> None:
         if self.graphed:
             if self._step is None:
-                self._step = GraphedStep(self.loss, self.model.parameters())
+                self._step = GraphedStep(self.loss, self.model.parameters(), implementation=self.implementation,
+                                         context=self._captured)
             self.last_loss = self._step()
             return
         for p in self.model.parameters():
@@ -181,6 +184,15 @@ class StepRun:
         loss = self.loss()
         loss.backward()
         self.last_loss = loss.detach()
+
+    def _captured(self) -> str:
+        """What a failed capture was capturing, in a few words (the triton kernels' path)."""
+        ran = self.model.__dict__.get("triton_last")
+        if ran is None:
+            return f"the {self.model.implementation} loop"
+        if ran["persistent"]:
+            return "the persistent triton kernels: a cooperative launch, which TLSTM_TRITON_PERSISTENT=0 avoids"
+        return "the per-step triton kernels"
 
     def gradients(self) -> dict[str, torch.Tensor | None]:
         """Every parameter's gradient after the last call, by name."""
