@@ -57,6 +57,9 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # model_helpers: the oracle runs
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # cuda_clock, beside it, also when imported as a module
+from cuda_clock import sync, timed_ms  # noqa: E402
+
 VOCAB, M100, CHECK_T, MIN_ROUNDS = 205, 100, 7, 3
 PRESETS = ("2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn")
 PROBE_S = 100.0  # at most, for the graph probe's processes (a start, the compiles, the captures)
@@ -345,22 +348,6 @@ def probe_main(spec: str, device: str) -> int:
     return 0
 
 
-def sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def timed_ms(fn, device: str) -> float:
-    if device != "cuda":
-        start = time.perf_counter()
-        fn()
-        return 1000 * (time.perf_counter() - start)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
 
 
 def base_record(v: Variant, model, device: str) -> dict:

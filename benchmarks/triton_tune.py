@@ -39,6 +39,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from cuda_clock import sync, timed_ms
+
 SHAPES = [("2d", 1, 1), ("2d", 10, 1), ("2d", 1, 15), ("2d", 10, 15), ("3d-cn", 10, 15)]  # (config, L, batch)
 CHANNELS, SEQ_LEN, VOCAB = 100, 100, 20
 DEVICE = "cuda"
@@ -110,7 +112,7 @@ def kernel_count(fn) -> dict:
         return {}
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
-        sync()
+        sync(DEVICE)
     names = [e.name for e in prof.events() if e.device_type.name == "CUDA"]
     # every op the GPU ran (kernels, memsets, copies), and the launches of this package's kernels
     return {"cuda_ops": len(names), "triton_kernels": sum(("forward_" in n or "backward_" in n) for n in names)}
@@ -129,7 +131,7 @@ def probe(args) -> int:
                   flush=True)
             try:
                 got = one_pass(model, x, y, menu, persistent)
-                sync()
+                sync(DEVICE)
                 rec = {"ran": True, "error_vs_fast": worst_error(got, want)}
                 if (config, depth, menu) not in checks:
                     checks[(config, depth, menu)] = check_variant(config, depth, menu, True, oracles)
@@ -226,22 +228,6 @@ def check_variant(config: str, depth: int, menu: str, persistent: bool, oracles:
     return dict(check_max_rel=errs[worst], check_worst=worst, ok=errs[worst] <= CHECK_TOLERANCE)
 
 
-def sync() -> None:
-    if DEVICE == "cuda":
-        torch.cuda.synchronize()
-
-
-def timed(fn) -> float:
-    if DEVICE == "cpu":
-        start = time.perf_counter()
-        fn()
-        return 1000 * (time.perf_counter() - start)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
 
 
 class Shape:
@@ -285,7 +271,7 @@ class Shape:
             try:
                 start = time.monotonic()
                 got = fn()
-                sync()
+                sync(DEVICE)
                 rec["warmup_s"] = round(time.monotonic() - start, 2)
                 if label in self.baselines:  # another model: nothing to compare with
                     rec["baseline"] = True
@@ -320,7 +306,7 @@ class Shape:
         while self.live and rounds < max_rounds and (rounds < 3 or time.monotonic() < deadline):
             for rec, fn, samples in self.live:
                 try:
-                    samples.append(timed(fn))
+                    samples.append(timed_ms(fn, DEVICE))
                 except Exception as exc:  # noqa: BLE001 - recorded with what it had
                     rec.update(ok=False, wrong=False,
                                error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
