@@ -15,9 +15,9 @@ group's share of the budget is spent (at least 3 rounds):
   L = 1, 4, 10 as the dispatcher picks, the wide persistent tiles for the 3D ones at L = 10
   (3d-cn also at tf32x3 and tf32), a flattened ``torch.nn.LSTM`` of the same M and L,
   ``triton-graph`` (the whole step captured as one CUDA graph and replayed) for 2d and 3d-cn
-  at L = 1 and 10, the dispatched path and per step forced, and last the 3D batch-1
-  candidates (``mid`` and ``mid-u3`` persistent, ``narrow-u3`` per step: the window loops
-  unrolled);
+  at L = 1 and 10, the dispatched path and per step forced, 2d with its window loops unrolled
+  (``single-u3``, also under the graph), and last the 3D batch-1 candidates (``mid`` and
+  ``mid-u3`` persistent, ``narrow-u3`` per step: the window loops unrolled);
 * ``10m``: the same at the 10M size for 2d and 3d-cn at L = 1 and 10, and sLSTM ``cudnn``.
 
 A variant that fails its check is timed anyway and marked wrong; it never counts for a target
@@ -120,6 +120,10 @@ def plan(device: str) -> list[Variant]:
     out += [Variant("m100", "3d-cn", 10, menu="wide", persistent=True, precision=p) for p in ("ieee", "tf32x3", "tf32")]
     out += [Variant("m100", c, depth, "triton-graph", persistent=path) for depth in (1, 10) for c in ("2d", "3d-cn")
             for path in (None, False)]  # the dispatched path, and per step forced
+    # 2D with its window loops unrolled (Kd = 3: whole), with and without the graph: the 2d
+    # L = 10 target if the serial load chain of each window entry is what a step waits for.
+    out += [Variant("m100", "2d", d, menu="single-u3", persistent=True) for d in (1, 10)]
+    out += [Variant("m100", "2d", 10, "triton-graph", menu="single-u3", persistent=True)]
     # The 3D batch-1 candidates (tiles.MENU), last: 91 programs, persistent, with and without the
     # window loops unrolled; the default narrow tiles unrolled, per step (the A/B of the unroll).
     out += [Variant("m100", "3d-cn", 10, menu=m, persistent=True) for m in ("mid", "mid-u3")]
@@ -197,7 +201,7 @@ def graph_step(v: Variant, device: str, seq_len: int | None = None):
                   dtype=torch.float32, seed=0, precision=v.precision)
 
     def fn():
-        with triton_tlstm.forced(persistent=v.persistent):
+        with triton_tlstm.forced(menu=v.menu, persistent=v.persistent):
             run()
     return run, fn
 

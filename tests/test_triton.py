@@ -99,10 +99,11 @@ def _assert_close_to(ref: dict, got: dict, dtype, precision: str = "ieee") -> No
 PERSISTENT_CASES = [("2d", 3), ("3d-ln", 2), ("3d-cn", 2), ("tlstm:dims=3,kernel=4,memory_conv=0,norm=ln", 2),
                     ("2d-m:norm=cn", 3)]
 # The window loops unrolled by 3 (mid-u3: Kd = 9, so three unrolled turns; the inverse cell
-# map's entries too), one program (3D at L = 2: four locations <= 8 rows, four channels <= 16).
-# The interpreter runs the loop as written: this checks the bounds and the plumbing; the
-# unrolled code is the compiler's, checked on a device (benchmarks/triton_session.py).
-UNROLLED_CASES = [("3d-cn", 2, "mid-u3"), ("3d-ln", 2, "mid-u3")]
+# map's entries too), one program (3D at L = 2: four locations <= 8 rows, four channels <= 16;
+# single-u3: 2D at L = 1, one location, Kd = 3 whole). The interpreter runs the loop as
+# written: this checks the bounds and the plumbing; the unrolled code is the compiler's,
+# checked on a device (benchmarks/triton_session.py).
+UNROLLED_CASES = [("3d-cn", 2, "mid-u3"), ("3d-ln", 2, "mid-u3"), ("2d", 1, "single-u3")]
 
 
 @pytest.mark.triton
@@ -311,7 +312,7 @@ def test_table_rows_per_precision_and_the_training_choice(tt, tmp_path, monkeypa
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize("menu", ["wide", "narrow", "single", "fp64", "mid", "mid-u3", "narrow-u3"])
+@pytest.mark.parametrize("menu", ["wide", "narrow", "single", "fp64", "mid", "mid-u3", "narrow-u3", "single-u3"])
 def test_every_tile_menu_entry_equals_eager_float64(tt, menu):
     """Each tile set the dispatcher can choose, per step, float64 (M = 10: one or two channel
     tiles; 3D at L = 2: four locations, one to four location tiles)."""

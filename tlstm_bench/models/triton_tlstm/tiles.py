@@ -54,12 +54,15 @@ class Menu:
 # candidates at batch 1 (issue 28, opt-in the same way): "mid", 8 locations x 16 channels with
 # 32-wide inner loops, 13 x 7 = 91 programs at 3D, L = 10, M = 100, so the grid fits 132 SMs
 # and runs persistent where "narrow" (325 programs) runs one launch per step, at 152 / 146
-# registers (forward / backward, sm_90) against narrow's 231 / 124; "-u3" unrolls the window
+# registers (forward / backward persistent, 3d-cn, sm_90, Triton 3.9) against narrow's 231 /
+# 124; "-u3" unrolls the window
 # loops (over the Kd kernel entries, and the inverse cell map's entries in the backward) by 3,
 # so that the dependent loads of three entries (index map, norm statistics, c and o) can be in
 # flight at once instead of one after another (registers: mid-u3 248 / 128 + 32 B of stack,
-# narrow-u3 255 / 245; unrolled by 9, narrow spills 296 B). Unroll 1 compiles to the same
-# code as a plain loop (the PTX differs only in its debug file names).
+# narrow-u3 255 / 245; unrolled by 9, narrow spills 296 B). "single-u3": 2D's batch-1 tiles
+# with the loops unrolled (Kd = 3: whole; one program an SM at 2d, L = 10, so registers cost
+# no occupancy). Unroll 1 compiles to the same code as a plain loop (the PTX differs only in
+# its debug file names).
 MENU = {
     "wide": Menu(16, 16, 32, 64),
     "narrow": Menu(4, 8, 128, 128),
@@ -69,9 +72,10 @@ MENU = {
     "mid": Menu(8, 16, 32, 32),
     "mid-u3": Menu(8, 16, 32, 32, unroll=3),
     "narrow-u3": Menu(4, 8, 128, 128, unroll=3),
+    "single-u3": Menu(1, 8, 128, 128, unroll=3),
     "fp64": Menu(8, 16, 16, 16),
 }
-FLOAT32_MENU = ("wide", "narrow", "single", "fold", "fold64", "mid", "mid-u3", "narrow-u3")
+FLOAT32_MENU = ("wide", "narrow", "single", "fold", "fold64", "mid", "mid-u3", "narrow-u3", "single-u3")
 
 # What float32 at each precision (vocab.PRECISIONS, common.mma) is held to against eager in
 # float64. TEST_TOLERANCE: tests/test_triton.py, the largest error over the largest entry of
