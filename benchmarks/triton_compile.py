@@ -123,6 +123,7 @@ def compile_one(variant: tuple) -> tuple[bool, str]:
     from triton.compiler import ASTSource
 
     from tlstm_bench.models.triton_tlstm import backward, forward
+    from tlstm_bench.models.triton_tlstm import tiles as tiling
 
     arch, dtype, menu, kd, m, name, consts, warps = variant
     fn = getattr(forward if name.startswith("forward") else backward, name)
@@ -131,8 +132,11 @@ def compile_one(variant: tuple) -> tuple[bool, str]:
     label = f"sm_{arch} {dtype} {menu} {consts['PRECISION']} Kd={kd} M={m} {name} {flags}"
     start = time.perf_counter()
     try:
+        options = {"num_warps": warps}
+        if tiling.MENU[menu].maxnreg is not None:  # as launch._launch_options passes it
+            options["maxnreg"] = tiling.MENU[menu].maxnreg
         kernel = triton.compile(ASTSource(fn=fn, signature=_signature(fn, consts, dtype), constexprs=consts),
-                                target=GPUTarget("cuda", arch, 32), options={"num_warps": warps})
+                                target=GPUTarget("cuda", arch, 32), options=options)
     except Exception as exc:  # noqa: BLE001  (report every variant, then fail)
         first = str(exc).strip().splitlines()
         return False, f"FAILED {label}: {type(exc).__name__}: {' | '.join(first[:6])[:600]}"

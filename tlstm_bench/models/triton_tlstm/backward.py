@@ -6,7 +6,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import grid_barrier, ln_sums, ln_sums_rows, mma, next_dcf, row_sums, tanh, tile_rows
+from .common import (grid_barrier, ln_sums, ln_sums_rows, map_entry, map_rows, mma, next_dcf, row_sums, tanh,
+                     tile_rows)
 
 
 # Long on purpose: see the comment above forward_body.
@@ -52,8 +53,9 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
             else:
                 ln_a, ln_b = ln_sums(pa_ptr, pb_ptr, e_n * NJ, N, M, NJ, BN, NJP)
         # dL/dh_s = sum over the windows that read h_s of W^h dA_{s+1} (inverse hidden map).
+        hrows = map_rows(invh_ptr, loc, lok, KD, -1, KDP, UNROLL > 1)  # the readers at once (unrolled sets)
         for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
-            src = tl.load(invh_ptr + loc * KD + k, mask=lok, other=-1)
+            src = map_entry(hrows, invh_ptr, loc, lok, k, KD, -1, KDP, UNROLL > 1)
             sok = src >= 0
             srow = e_n + tl.where(sok, src, 0)
             alpha, beta = row_sums(pa_ptr, pb_ptr, srow, sok, ln_a, ln_b, M, NJ, NORM, NJP)
@@ -147,8 +149,9 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
         dq1 = tl.zeros((BN, KDP), dt)
         dq2 = tl.zeros((BN, KDP), dt)
         dcf = dc * f
+        crows = map_rows(cidx_ptr, loc, lok, KD, 0, KDP, UNROLL > 1)
         for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
-            cl = tl.load(cidx_ptr + loc * KD + k, mask=lok, other=0)
+            cl = map_entry(crows, cidx_ptr, loc, lok, k, KD, 0, KDP, UNROLL > 1)
             cw = tl.load(cs_ptr + (e_s + cl)[:, None] * M + chn[None, :], mask=own, other=0.0)
             sel = kq[None, :] == k
             cprev += tl.sum(tl.where(sel, q, 0.0), 1)[:, None] * cw

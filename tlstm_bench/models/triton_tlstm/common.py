@@ -61,6 +61,29 @@ def tile_rows(B, N, BN: tl.constexpr, FOLD: tl.constexpr):
 
 
 @triton.jit
+def map_rows(map_ptr, loc, ok, KD, other, KDP: tl.constexpr, PRELOAD: tl.constexpr):
+    """With PRELOAD, the rows ``loc`` of an (N, KD) index map as one (BN, KDP) block (``other``
+    past KD and in rows not ``ok``), loaded at once for ``map_entry``; else ``loc`` (unused)."""
+    if PRELOAD:
+        kq = tl.arange(0, KDP)
+        return tl.load(map_ptr + loc[:, None] * KD + kq[None, :], mask=ok[:, None] & (kq < KD)[None, :],
+                       other=other)
+    else:
+        return loc
+
+
+@triton.jit
+def map_entry(rows, map_ptr, loc, ok, k, KD, other, KDP: tl.constexpr, PRELOAD: tl.constexpr):
+    """Entry k of an (N, KD) index map at rows ``loc``: picked from the block ``map_rows`` loaded
+    (PRELOAD: no memory round trip inside the window loop), or loaded now."""
+    if PRELOAD:
+        kq = tl.arange(0, KDP)
+        return tl.sum(tl.where(kq[None, :] == k, rows, 0), 1)
+    else:
+        return tl.load(map_ptr + loc * KD + k, mask=ok, other=other)
+
+
+@triton.jit
 def tanh(x):
     # tanh from exp: the interpreter has no libdevice. Abs error ~1e-7 in float32.
     e = tl.exp(-2.0 * tl.abs(x))

@@ -7,7 +7,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import HOFF, INPUT, grid_barrier, hidden, ln_stats, ln_stats_rows, mma, row_stats, tanh, tile_rows
+from .common import (HOFF, INPUT, grid_barrier, hidden, ln_stats, ln_stats_rows, map_entry, map_rows, mma,
+                     row_stats, tanh, tile_rows)
 
 
 # Long on purpose (as backward_body): the phases of a step (finish h_{s-1}, gather the windows,
@@ -67,10 +68,11 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
         acc_o = tl.zeros((BN, BM), dt)
         acc_q = tl.zeros((BN, KDP), dt)
         z_row = (b * S + s64) * M + loc * 0  # z (B, S, M) of each row's example
+        hrows = map_rows(hidx_ptr, loc, lok, KD, 0, KDP, UNROLL > 1)  # the window's slots at once (unrolled sets)
         # Cross-layer convolution (eq. 10, SPEC section 3 steps 2-3): window rows gathered
         # through hidden_index from [0, z_s, h_{s-1}], times W^h.
         for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
-            slot = tl.load(hidx_ptr + loc * KD + k, mask=lok, other=0)
+            slot = map_entry(hrows, hidx_ptr, loc, lok, k, KD, 0, KDP, UNROLL > 1)
             is_z = slot == INPUT
             is_h = slot >= HOFF
             hl = tl.where(is_h, slot - HOFF, 0)
@@ -117,8 +119,9 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
             q = e / tl.sum(e, 1)[:, None]
             tl.store(acts_ptr + own_c[:, None] * GC + 4 * M + kq[None, :], q, mask=(lok & first_tile)[:, None] & qok)
             cc = tl.zeros((BN, BM), dt)
+            crows = map_rows(cidx_ptr, loc, lok, KD, 0, KDP, UNROLL > 1)
             for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
-                cl = tl.load(cidx_ptr + loc * KD + k, mask=lok, other=0)
+                cl = map_entry(crows, cidx_ptr, loc, lok, k, KD, 0, KDP, UNROLL > 1)
                 qk = tl.sum(tl.where(kq[None, :] == k, q, 0.0), 1)
                 cc += qk[:, None] * tl.load(cs_ptr + (e_cur + cl)[:, None] * M + chn[None, :], mask=own, other=0.0)
         else:

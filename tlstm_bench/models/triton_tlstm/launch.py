@@ -171,6 +171,8 @@ def _launch_options(geo: Geometry) -> dict:
                 BM=t["BM"], KDP=t["KDP"], NJP=t["NJP"], UNROLL=t["UNROLL"], num_warps=t["num_warps"])
     if geo.persistent and not INTERPRETED:
         opts["launch_cooperative_grid"] = True
+    if t["maxnreg"] is not None and not INTERPRETED:  # a compile option (the interpreter has none)
+        opts["maxnreg"] = t["maxnreg"]
     return opts
 
 

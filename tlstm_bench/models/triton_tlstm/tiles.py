@@ -34,6 +34,8 @@ class Menu:
     warps: int = 4
     fold: bool = False  # the batch folded into the rows (common.tile_rows): bn rows of any examples
     unroll: int = 1  # the window loops' unroll factor (tl.range loop_unroll_factor; 1: not unrolled)
+    maxnreg: int | None = None  # registers a thread may take (None: the compiler's choice; Triton 3.6 spills
+    # mid-u3 at its own 168, where a persistent grid, one program an SM, has room for 255)
 
     def tensor_cores(self, dtype: str) -> bool:
         """Whether its products are ``tl.dot`` (common.mma: float32, every side >= 16), so that
@@ -53,16 +55,12 @@ class Menu:
 # grid on 132 SMs, with tl.dot (tensor cores at tf32x3 / tf32) on 64 x 32 tiles. The 3D
 # candidates at batch 1 (issue 28, opt-in the same way): "mid", 8 locations x 16 channels with
 # 32-wide inner loops, 13 x 7 = 91 programs at 3D, L = 10, M = 100, so the grid fits 132 SMs
-# and runs persistent where "narrow" (325 programs) runs one launch per step, at 152 / 146
-# registers (forward / backward persistent, 3d-cn, sm_90, Triton 3.9) against narrow's 231 /
-# 124; "-u3" unrolls the window
-# loops (over the Kd kernel entries, and the inverse cell map's entries in the backward) by 3,
-# so that the dependent loads of three entries (index map, norm statistics, c and o) can be in
-# flight at once instead of one after another (registers: mid-u3 248 / 128 + 32 B of stack,
-# narrow-u3 255 / 245; unrolled by 9, narrow spills 296 B). "single-u3": 2D's batch-1 tiles
-# with the loops unrolled (Kd = 3: whole; one program an SM at 2d, L = 10, so registers cost
-# no occupancy). Unroll 1 compiles to the same code as a plain loop (the PTX differs only in
-# its debug file names).
+# and runs persistent where "narrow" (325 programs) runs one launch per step; the "-u3"
+# entries unroll the window loops by 3 and load the index maps they read once a step (the
+# kernels' UNROLL; docs/triton.md, "The window loops unrolled"), so that the dependent loads
+# of several entries can be in flight at once; "mid-u3" and "single-u3", persistent (one
+# program an SM), may take 255 registers (Triton 3.6 spills mid-u3 at its own 168). Unroll 1
+# compiles to the same instructions as before it existed.
 MENU = {
     "wide": Menu(16, 16, 32, 64),
     "narrow": Menu(4, 8, 128, 128),
@@ -70,9 +68,9 @@ MENU = {
     "fold": Menu(16, 16, 32, 64, fold=True),
     "fold64": Menu(64, 32, 16, 16, warps=8, fold=True),
     "mid": Menu(8, 16, 32, 32),
-    "mid-u3": Menu(8, 16, 32, 32, unroll=3),
+    "mid-u3": Menu(8, 16, 32, 32, unroll=3, maxnreg=255),
     "narrow-u3": Menu(4, 8, 128, 128, unroll=3),
-    "single-u3": Menu(1, 8, 128, 128, unroll=3),
+    "single-u3": Menu(1, 8, 128, 128, unroll=3, maxnreg=255),
     "fp64": Menu(8, 16, 16, 16),
 }
 FLOAT32_MENU = ("wide", "narrow", "single", "fold", "fold64", "mid", "mid-u3", "narrow-u3", "single-u3")
@@ -110,7 +108,7 @@ def tiles_for(menu: Menu, m: int, kd: int) -> dict[str, int]:
     warps = int(os.environ.get(DIAG_WARPS_ENV) or menu.warps)
     return dict(BN=menu.bn, BM=menu.bm, BK=menu.bk, BG=menu.bg, KDP=pow2(kd, kdp_min),
                 NJP=pow2(triton.cdiv(m, menu.bm)), FOLD=menu.fold, UNROLL=menu.unroll,
-                num_warps=warps)
+                num_warps=warps, maxnreg=menu.maxnreg)
 
 
 def default_choice(m: int, n: int, batch: int, dtype: str) -> tuple[str, bool | None]:
