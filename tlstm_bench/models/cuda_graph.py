@@ -61,14 +61,16 @@ class CaptureFailed(RuntimeError):
 
 def check_cuda(device: torch.device | str, implementation: str = "cuda-graph") -> None:
     """One-line error unless ``device`` is a usable CUDA device, naming ``implementation`` (a
-    graphed one) and the loop to use instead."""
+    graphed one) and what runs instead: on a CPU that is ``fast`` (``triton`` needs a GPU too);
+    with CUDA at hand, the loop it captures, uncaptured."""
     loop = GRAPHED_IMPLEMENTATIONS[implementation]
     if not torch.cuda.is_available():
         raise UserError(f"implementation {implementation!r} needs CUDA, which is not available here; "
-                        f"use implementation {loop!r}")
+                        "on a CPU use implementation 'fast'")
     if torch.device(device).type != "cuda":
         raise UserError(f"implementation {implementation!r} needs the model and input on a CUDA device "
-                        f"(--device cuda); on a CPU use implementation {loop!r}")
+                        f"(--device cuda, or implementation {loop!r} uncaptured); on a CPU use implementation "
+                        "'fast'")
 
 
 def _first_error(exc: BaseException) -> str:
