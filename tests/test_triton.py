@@ -198,6 +198,20 @@ def test_precision_reaches_the_kernels_only_through_dot_tiles(tt):
         _geometry(tt, precision="bf16")
 
 
+def test_unrolled_tile_sets_reach_the_launch_with_their_unroll_and_registers(tt, monkeypatch):
+    """UNROLL and maxnreg as a compiled launch gets them (the interpreter takes no maxnreg, so
+    the launch options are read with INTERPRETED off); the defaults keep UNROLL 1 and the
+    compiler's register choice."""
+    from tlstm_bench.models.triton_tlstm import launch
+
+    monkeypatch.setattr(launch, "INTERPRETED", False)
+    for menu, unroll, maxnreg in (("mid-u3", 3, 255), ("single-u3", 3, 255), ("narrow-u3", 3, None),
+                                  ("narrow", 1, None), ("single", 1, None), ("wide", 1, None)):
+        with tt.forced(menu=menu, persistent=False):
+            opts = launch._launch_options(_geometry(tt))
+        assert opts["UNROLL"] == unroll and opts.get("maxnreg") == maxnreg, (menu, opts)
+
+
 def test_fold_grid_has_the_batch_in_its_rows(tt):
     """Folded: one grid row of tiles over B x N rows; not folded: one per example."""
     with tt.forced(menu="fold"):
