@@ -308,7 +308,7 @@ def graph_probe(s: "Session", group: list[Variant]) -> dict[str, dict]:
 def probe_process(todo: list[Variant], device: str, timeout: float) -> tuple[list[dict], str | None]:
     """One probe process (this script with ``--probe-graphs``): its JSON lines, and why it ended
     early (None when it ended by itself)."""
-    keep = ("group", "config", "depth", "kind", "persistent", "precision", "channels", "budget", "seq_len")
+    keep = ("group", "config", "depth", "kind", "menu", "persistent", "precision", "channels", "budget", "seq_len")
     spec = json.dumps([{k: getattr(v, k) for k in keep} for v in todo])
     cmd = [sys.executable, str(Path(__file__).resolve()), "--probe-graphs", spec, "--device", device]
     try:

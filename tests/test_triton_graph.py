@@ -312,3 +312,25 @@ def test_the_session_s_graph_probe_gives_what_is_left_to_a_fresh_process(monkeyp
     assert asked == [[a, b, c], [c]]
     assert found == {a: {"check_ok": True}, b: {"error": "CaptureFailed: simulated"},
                      c: {"error": "the graph probe's process ended with exit code -11: simulated"}}
+
+
+def test_the_probe_process_rebuilds_each_variant_under_the_same_key(monkeypatch):
+    """What the probe process is sent rebuilds every variant as the parent knows it (the tile set
+    and path included), so each answer finds its variant."""
+    import json
+    import subprocess
+    from types import SimpleNamespace
+
+    from benchmarks import triton_session as ts
+
+    sent = {}
+
+    def fake_run(cmd, **kw):
+        sent["spec"] = cmd[cmd.index("--probe-graphs") + 1]
+        return SimpleNamespace(returncode=0, stdout="", stderr="")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    graphs = [ts.Variant("m100", "2d", 10, "triton-graph", menu="single-u3", persistent=True),
+              ts.Variant("m100", "3d-cn", 1, "triton-graph", persistent=False, precision="tf32")]
+    ts.probe_process(graphs, "cpu", 5.0)
+    assert [ts.vkey(ts.Variant(**item)) for item in json.loads(sent["spec"])] == [ts.vkey(v) for v in graphs]
