@@ -546,7 +546,7 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
     graph = by[("m100", "triton-graph:auto:ieee")]  # needs CUDA: its failure is its record, in one line
     assert graph["status"] == "failed" and graph["implementation"] == "triton-graph"
     assert graph["error"].startswith("UserError: implementation 'triton-graph' needs CUDA")
-    assert graph["error"].endswith("use implementation 'triton'")
+    assert graph["error"].endswith("on a CPU use implementation 'fast'")
     fold = by[("train", "triton:fold/step:tf32x3")]
     assert fold["precision"] == "tf32x3" and fold["check_ok"] and fold["kernels"]["menu"] == "fold"
     assert fold["batch"] == 3 and fold["samples_per_s"] > 0 and fold["repeats"] >= 3
