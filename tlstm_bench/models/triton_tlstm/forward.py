@@ -11,10 +11,6 @@ from .common import (HOFF, INPUT, grid_barrier, hidden, ln_stats, ln_stats_rows,
                      row_stats, tanh, tile_rows)
 
 
-# Long on purpose (as backward_body): the phases of a step (finish h_{s-1}, gather the windows,
-# the gate products, the cell update, the norm's partial statistics) share the tile's offsets,
-# masks and loaded blocks in registers; @triton.jit helpers would take a dozen of those each.
-# The self-contained pieces are helpers (common.py). tests/test_equivalence.py checks it.
 @triton.jit
 def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                  w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr,
@@ -29,7 +25,8 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
     Buffers (contiguous): z (B, S, M); hs, cs (S+1, B, N, M) with hs[s] = h_{s-1},
     cs[s] = c_{s-1} (index 0: the given state); acts (S, B, N, GC) post-activation
     G, I, F, O, Q; partial statistics (S, B, N, NJ); mean, rstd (S, B, N). A row is one
-    (step, example, location): row s * B * N + b * N + loc (``common.tile_rows``).
+    (step, example, location): row s * B * N + b * N + loc (``common.tile_rows``). The phases
+    are helpers below (inlined: the same compiled code as one long body).
     """
     b, ex, loc, lok = tile_rows(B, N, BN, FOLD)
     jt = tl.program_id(2)
@@ -45,60 +42,17 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
     e_cur = s64 * bt + ex  # row of location 0 of this example in cs[s] = c_{s-1}, hs[s], acts of step s
     e_prev = e_cur - bt  # acts, statistics of step s-1
     own_c = e_cur + loc
-    own_p = e_prev + loc
     ln_mean = tl.zeros([1], dt).sum(0)
     ln_rstd = ln_mean + 1.0
     if not FIRST:
-        if NORM == 2:
-            if FOLD:
-                ln_mean, ln_rstd = ln_stats_rows(pmean_ptr, pm2_ptr, e_prev + loc * 0, lok, N, M, NJ, eps, BM, NJP)
-            else:
-                ln_mean, ln_rstd = ln_stats(pmean_ptr, pm2_ptr, e_prev * NJ, N, M, NJ, eps, BN, BM, NJP)
-        mean_o, rstd_o = row_stats(pmean_ptr, pm2_ptr, own_p, lok, ln_mean, ln_rstd, M, NJ, eps, NORM, BM, NJP)
-        h = hidden(cs_ptr, acts_ptr, gain_ptr, bias_ptr, own_c, own_p, loc, chn, own, mean_o, rstd_o, M, GC, NORM)
-        tl.store(hs_ptr + own_c[:, None] * M + chn[None, :], h, mask=own)
-        if NORM != 0:
-            tl.store(mean_ptr + own_p, mean_o, mask=lok & first_tile)
-            tl.store(rstd_ptr + own_p, rstd_o, mask=lok & first_tile)
+        ln_mean, ln_rstd = finish_previous(hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
+                                           gain_ptr, bias_ptr, loc, lok, chn, own, first_tile, e_cur, e_prev,
+                                           N, M, GC, NJ, eps, NORM, FOLD, BN, BM, NJP)
     if not FINISH:
-        kq = tl.arange(0, KDP)
-        acc_g = tl.zeros((BN, BM), dt)
-        acc_i = tl.zeros((BN, BM), dt)
-        acc_f = tl.zeros((BN, BM), dt)
-        acc_o = tl.zeros((BN, BM), dt)
-        acc_q = tl.zeros((BN, KDP), dt)
-        z_row = (b * S + s64) * M + loc * 0  # z (B, S, M) of each row's example
-        hrows = map_rows(hidx_ptr, loc, lok, KD, 0, KDP, UNROLL > 1)  # the window's slots at once (unrolled sets)
-        # Cross-layer convolution (eq. 10, SPEC section 3 steps 2-3): window rows gathered
-        # through hidden_index from [0, z_s, h_{s-1}], times W^h.
-        for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
-            slot = map_entry(hrows, hidx_ptr, loc, lok, k, KD, 0, KDP, UNROLL > 1)
-            is_z = slot == INPUT
-            is_h = slot >= HOFF
-            hl = tl.where(is_h, slot - HOFF, 0)
-            if not FIRST:
-                mean_h, rstd_h = row_stats(pmean_ptr, pm2_ptr, e_prev + hl, is_h, ln_mean, ln_rstd, M, NJ,
-                                            eps, NORM, BM, NJP)
-            for m0 in range(0, M, BK):
-                cin = m0 + tl.arange(0, BK)
-                iok = cin < M
-                hm = is_h[:, None] & iok[None, :]
-                if FIRST:  # h_{-1} is the given state, not a function of c_{-1}
-                    hv = tl.load(hs_ptr + (e_cur + hl)[:, None] * M + cin[None, :], mask=hm, other=0.0)
-                else:
-                    hv = hidden(cs_ptr, acts_ptr, gain_ptr, bias_ptr, e_cur + hl, e_prev + hl, hl, cin, hm,
-                                 mean_h, rstd_h, M, GC, NORM)
-                zv = tl.load(z_ptr + z_row[:, None] + cin[None, :], mask=is_z[:, None] & iok[None, :], other=0.0)
-                win = tl.where(is_z[:, None], zv, hv)
-                w_row = w_ptr + (k * M + cin)[:, None] * GC
-                wm = iok[:, None] & cok[None, :]
-                acc_g = mma(win, tl.load(w_row + chn[None, :], mask=wm, other=0.0), acc_g, PRECISION)
-                acc_i = mma(win, tl.load(w_row + M + chn[None, :], mask=wm, other=0.0), acc_i, PRECISION)
-                acc_f = mma(win, tl.load(w_row + 2 * M + chn[None, :], mask=wm, other=0.0), acc_f, PRECISION)
-                acc_o = mma(win, tl.load(w_row + 3 * M + chn[None, :], mask=wm, other=0.0), acc_o, PRECISION)
-                if MEMCONV:
-                    wq = tl.load(w_row + 4 * M + kq[None, :], mask=iok[:, None] & (kq < KD)[None, :], other=0.0)
-                    acc_q = mma(win, wq, acc_q, PRECISION)
+        acc_g, acc_i, acc_f, acc_o, acc_q = window_products(
+            z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, gain_ptr, bias_ptr, hidx_ptr,
+            b, loc, lok, chn, cok, s64, e_cur, e_prev, ln_mean, ln_rstd, S, M, GC, KD, NJ, eps,
+            NORM, MEMCONV, FIRST, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
         # Gates (eq. 11): G tanh, I F O sigmoid.
         g = tanh(acc_g + tl.load(bh_ptr + chn, mask=cok, other=0.0)[None, :])
         i = tl.sigmoid(acc_i + tl.load(bh_ptr + M + chn, mask=cok, other=0.0)[None, :])
@@ -110,30 +64,120 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
         tl.store(a_own + 2 * M, f, mask=own)
         tl.store(a_own + 3 * M, o, mask=own)
         if MEMCONV:
-            # Q = softmax over the <K> kernel channels (eq. 12), then the memory-cell
-            # convolution through cell_index (eq. 13, SPEC section 3 step 5).
-            qok = (kq < KD)[None, :]
-            ql = acc_q + tl.load(bh_ptr + 4 * M + kq, mask=kq < KD, other=0.0)[None, :]
-            ql = tl.where(qok, ql, float("-inf"))
-            e = tl.exp(ql - tl.max(ql, 1)[:, None])
-            q = e / tl.sum(e, 1)[:, None]
-            tl.store(acts_ptr + own_c[:, None] * GC + 4 * M + kq[None, :], q, mask=(lok & first_tile)[:, None] & qok)
-            cc = tl.zeros((BN, BM), dt)
-            crows = map_rows(cidx_ptr, loc, lok, KD, 0, KDP, UNROLL > 1)
-            for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
-                cl = map_entry(crows, cidx_ptr, loc, lok, k, KD, 0, KDP, UNROLL > 1)
-                qk = tl.sum(tl.where(kq[None, :] == k, q, 0.0), 1)
-                cc += qk[:, None] * tl.load(cs_ptr + (e_cur + cl)[:, None] * M + chn[None, :], mask=own, other=0.0)
+            cc = memory_cell(cs_ptr, acts_ptr, bh_ptr, cidx_ptr, acc_q, loc, lok, chn, own, first_tile, e_cur,
+                             M, GC, KD, BN, BM, KDP, UNROLL)
         else:
             cc = tl.load(cs_ptr + own_c[:, None] * M + chn[None, :], mask=own, other=0.0)
         c = g * i + cc * f  # eq. 14
         tl.store(cs_ptr + (own_c + bt)[:, None] * M + chn[None, :], c, mask=own)
         if NORM != 0:
-            cnt = tl.minimum(M - jt * BM, BM).to(tl.float32)
-            tm = tl.sum(tl.where(own, c, 0.0), 1) / cnt
-            d = tl.where(own, c - tm[:, None], 0.0)
-            tl.store(pmean_ptr + own_c * NJ + jt, tm, mask=lok)
-            tl.store(pm2_ptr + own_c * NJ + jt, tl.sum(d * d, 1), mask=lok)
+            partial_stats(pmean_ptr, pm2_ptr, c, own, own_c, lok, jt, M, NJ, BM)
+
+
+@triton.jit
+def partial_stats(pmean_ptr, pm2_ptr, c, own, own_c, lok, jt, M, NJ, BM: tl.constexpr):
+    """This channel tile's mean and sum of squared deviations of c_s per row, for the next
+    step's norm (combined there by Chan's formula)."""
+    cnt = tl.minimum(M - jt * BM, BM).to(tl.float32)
+    tm = tl.sum(tl.where(own, c, 0.0), 1) / cnt
+    d = tl.where(own, c - tm[:, None], 0.0)
+    tl.store(pmean_ptr + own_c * NJ + jt, tm, mask=lok)
+    tl.store(pm2_ptr + own_c * NJ + jt, tl.sum(d * d, 1), mask=lok)
+
+
+@triton.jit
+def finish_previous(hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr, gain_ptr, bias_ptr,
+                    loc, lok, chn, own, first_tile, e_cur, e_prev, N, M, GC, NJ, eps,
+                    NORM: tl.constexpr, FOLD: tl.constexpr, BN: tl.constexpr, BM: tl.constexpr,
+                    NJP: tl.constexpr):
+    """h_{s-1} of this tile from the stored c, o and the norm's deferred statistics (stored in
+    hs, with the statistics); returns LN's (mean, rstd) of step s-1 for the window's rows."""
+    dt = pmean_ptr.dtype.element_ty
+    ln_mean = tl.zeros([1], dt).sum(0)
+    ln_rstd = ln_mean + 1.0
+    if NORM == 2:
+        if FOLD:
+            ln_mean, ln_rstd = ln_stats_rows(pmean_ptr, pm2_ptr, e_prev + loc * 0, lok, N, M, NJ, eps, BM, NJP)
+        else:
+            ln_mean, ln_rstd = ln_stats(pmean_ptr, pm2_ptr, e_prev * NJ, N, M, NJ, eps, BN, BM, NJP)
+    own_c, own_p = e_cur + loc, e_prev + loc
+    mean_o, rstd_o = row_stats(pmean_ptr, pm2_ptr, own_p, lok, ln_mean, ln_rstd, M, NJ, eps, NORM, BM, NJP)
+    h = hidden(cs_ptr, acts_ptr, gain_ptr, bias_ptr, own_c, own_p, loc, chn, own, mean_o, rstd_o, M, GC, NORM)
+    tl.store(hs_ptr + own_c[:, None] * M + chn[None, :], h, mask=own)
+    if NORM != 0:
+        tl.store(mean_ptr + own_p, mean_o, mask=lok & first_tile)
+        tl.store(rstd_ptr + own_p, rstd_o, mask=lok & first_tile)
+    return ln_mean, ln_rstd
+
+
+@triton.jit
+def window_products(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, gain_ptr, bias_ptr, hidx_ptr,
+                    b, loc, lok, chn, cok, s64, e_cur, e_prev, ln_mean, ln_rstd, S, M, GC, KD, NJ, eps,
+                    NORM: tl.constexpr, MEMCONV: tl.constexpr, FIRST: tl.constexpr, PRECISION: tl.constexpr,
+                    BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr,
+                    UNROLL: tl.constexpr):
+    """The cross-layer convolution (eq. 10, SPEC section 3 steps 2-3): the window rows gathered
+    through hidden_index from [0, z_s, h_{s-1}] (h recomputed from c, o and the statistics),
+    times W^h; the gate pre-activations (G, I, F, O) and the Q logits, without biases."""
+    dt = w_ptr.dtype.element_ty
+    kq = tl.arange(0, KDP)
+    acc_g = tl.zeros((BN, BM), dt)
+    acc_i = tl.zeros((BN, BM), dt)
+    acc_f = tl.zeros((BN, BM), dt)
+    acc_o = tl.zeros((BN, BM), dt)
+    acc_q = tl.zeros((BN, KDP), dt)
+    z_row = (b * S + s64) * M + loc * 0  # z (B, S, M) of each row's example
+    hrows = map_rows(hidx_ptr, loc, lok, KD, 0, KDP, UNROLL > 1)  # the window's slots at once (unrolled sets)
+    for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
+        slot = map_entry(hrows, hidx_ptr, loc, lok, k, KD, 0, KDP, UNROLL > 1)
+        is_z = slot == INPUT
+        is_h = slot >= HOFF
+        hl = tl.where(is_h, slot - HOFF, 0)
+        if not FIRST:
+            mean_h, rstd_h = row_stats(pmean_ptr, pm2_ptr, e_prev + hl, is_h, ln_mean, ln_rstd, M, NJ,
+                                        eps, NORM, BM, NJP)
+        for m0 in range(0, M, BK):
+            cin = m0 + tl.arange(0, BK)
+            iok = cin < M
+            hm = is_h[:, None] & iok[None, :]
+            if FIRST:  # h_{-1} is the given state, not a function of c_{-1}
+                hv = tl.load(hs_ptr + (e_cur + hl)[:, None] * M + cin[None, :], mask=hm, other=0.0)
+            else:
+                hv = hidden(cs_ptr, acts_ptr, gain_ptr, bias_ptr, e_cur + hl, e_prev + hl, hl, cin, hm,
+                             mean_h, rstd_h, M, GC, NORM)
+            zv = tl.load(z_ptr + z_row[:, None] + cin[None, :], mask=is_z[:, None] & iok[None, :], other=0.0)
+            win = tl.where(is_z[:, None], zv, hv)
+            w_row = w_ptr + (k * M + cin)[:, None] * GC
+            wm = iok[:, None] & cok[None, :]
+            acc_g = mma(win, tl.load(w_row + chn[None, :], mask=wm, other=0.0), acc_g, PRECISION)
+            acc_i = mma(win, tl.load(w_row + M + chn[None, :], mask=wm, other=0.0), acc_i, PRECISION)
+            acc_f = mma(win, tl.load(w_row + 2 * M + chn[None, :], mask=wm, other=0.0), acc_f, PRECISION)
+            acc_o = mma(win, tl.load(w_row + 3 * M + chn[None, :], mask=wm, other=0.0), acc_o, PRECISION)
+            if MEMCONV:
+                wq = tl.load(w_row + 4 * M + kq[None, :], mask=iok[:, None] & (kq < KD)[None, :], other=0.0)
+                acc_q = mma(win, wq, acc_q, PRECISION)
+    return acc_g, acc_i, acc_f, acc_o, acc_q
+
+
+@triton.jit
+def memory_cell(cs_ptr, acts_ptr, bh_ptr, cidx_ptr, acc_q, loc, lok, chn, own, first_tile, e_cur,
+                M, GC, KD, BN: tl.constexpr, BM: tl.constexpr, KDP: tl.constexpr, UNROLL: tl.constexpr):
+    """Q = softmax over the <K> kernel channels (eq. 12, stored by the first channel tile), then
+    the memory-cell convolution of c_{s-1} through cell_index (eq. 13, SPEC section 3 step 5)."""
+    kq = tl.arange(0, KDP)
+    qok = (kq < KD)[None, :]
+    ql = acc_q + tl.load(bh_ptr + 4 * M + kq, mask=kq < KD, other=0.0)[None, :]
+    ql = tl.where(qok, ql, float("-inf"))
+    e = tl.exp(ql - tl.max(ql, 1)[:, None])
+    q = e / tl.sum(e, 1)[:, None]
+    tl.store(acts_ptr + (e_cur + loc)[:, None] * GC + 4 * M + kq[None, :], q, mask=(lok & first_tile)[:, None] & qok)
+    cc = tl.zeros((BN, BM), cs_ptr.dtype.element_ty)
+    crows = map_rows(cidx_ptr, loc, lok, KD, 0, KDP, UNROLL > 1)
+    for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
+        cl = map_entry(crows, cidx_ptr, loc, lok, k, KD, 0, KDP, UNROLL > 1)
+        qk = tl.sum(tl.where(kq[None, :] == k, q, 0.0), 1)
+        cc += qk[:, None] * tl.load(cs_ptr + (e_cur + cl)[:, None] * M + chn[None, :], mask=own, other=0.0)
+    return cc
 
 
 # Integer arguments are not specialized (Triton would make a 1, e.g. N at L = 1, a constant):
