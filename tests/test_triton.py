@@ -212,6 +212,26 @@ def test_unrolled_tile_sets_reach_the_launch_with_their_unroll_and_registers(tt,
         assert opts["UNROLL"] == unroll and opts.get("maxnreg") == maxnreg, (menu, opts)
 
 
+def test_unrolled_tile_sets_refuse_a_cell_read_by_more_windows_than_they_preload(tt, monkeypatch):
+    """The unrolled sets load each row of the inverse cell map as one KDP-wide block
+    (backward.index_maps); a model whose cells have more readers gets a one-line error there,
+    not a silently truncated gradient. The other sets read the map entry by entry."""
+    from tlstm_bench.models.triton_tlstm import launch
+
+    real = launch._maps
+
+    def wider(model):  # R = 17 readers a cell, more than KDP = 16 (3D)
+        hidx, cidx, inv_h, inv_c, entries = real(model)
+        pad = torch.full((inv_c.shape[0], 17 - inv_c.shape[1]), -1, dtype=inv_c.dtype)
+        return hidx, cidx, inv_h, torch.cat([inv_c, pad], 1), entries
+
+    monkeypatch.setattr(launch, "_maps", wider)
+    with tt.forced(menu="mid-u3", persistent=False), pytest.raises(UserError, match="preloads 16 readers.*has 17"):
+        _geometry(tt, config="3d-cn", depth=2)
+    with tt.forced(menu="mid", persistent=False):
+        assert _geometry(tt, config="3d-cn", depth=2).inv_cell.shape[1] == 17
+
+
 def test_fold_grid_has_the_batch_in_its_rows(tt):
     """Folded: one grid row of tiles over B x N rows; not folded: one per example."""
     with tt.forced(menu="fold"):

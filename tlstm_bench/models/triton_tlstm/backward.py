@@ -6,14 +6,14 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import (grid_barrier, ln_sums, ln_sums_rows, map_entry, map_rows, mma, next_dcf, row_sums, tanh,
+from .common import (grid_barrier, ln_sums, ln_sums_rows, map_entry, mma, next_dcf, row_sums, tanh, tile_map,
                      tile_rows)
 
 
 @triton.jit
 def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr, invc_ptr,
                   das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
-                  dout_ptr, dht_ptr, dct_ptr,
+                  dout_ptr, dht_ptr, dct_ptr, ihrows, crows, icrows,
                   s, T, DELAY, B, N, M, GC, KD, NJ, R,
                   NORM: tl.constexpr, MEMCONV: tl.constexpr, HAS_NEXT: tl.constexpr,
                   FOLD: tl.constexpr, PRECISION: tl.constexpr,
@@ -26,7 +26,9 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
     the norm's deferred terms), dns[s] (dL/dN(c_s), for the gain and bias gradients),
     pa/pb[s] (partial sums of gain*dn and gain*dn*xhat per location and channel tile),
     dql/dq1/dq2[s] (partial sums of the Q gradient per location and channel tile).
-    Rows as in forward_body (``common.tile_rows``); the phases are helpers below (inlined).
+    Rows as in forward_body (``common.tile_rows``); ``ihrows``, ``crows``, ``icrows``: this
+    tile's rows of the inverse hidden map, cell_index and the inverse cell map (``index_maps``);
+    the phases are helpers below (inlined).
     """
     b, ex, loc, lok = tile_rows(B, N, BN, FOLD)
     jt = tl.program_id(2)
@@ -42,11 +44,11 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
     dci = tl.zeros((BN, BM), dt)  # dL/dc_s from outside and through step s+1
     if HAS_NEXT:
         ln_a, ln_b = next_ln_sums(pa_ptr, pb_ptr, e_n, loc, lok, N, M, NJ, NORM, FOLD, BN, NJP)
-        gh = dh_from_next(acts_ptr, w_ptr, invh_ptr, das_ptr, e1_ptr, e2_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr,
+        gh = dh_from_next(acts_ptr, w_ptr, invh_ptr, ihrows, das_ptr, e1_ptr, e2_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr,
                           dq2_ptr, gh, loc, lok, chn, cok, e_n, ln_a, ln_b, M, GC, KD, NJ,
                           NORM, MEMCONV, PRECISION, BN, BG, KDP, NJP, UNROLL)
-        dci = dc_from_next(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, invc_ptr, dcs_ptr, pa_ptr, pb_ptr, dci, loc, lok,
-                           chn, cok, e_n, bt, ln_a, ln_b, M, GC, KD, NJ, R, NORM, MEMCONV, NJP, UNROLL)
+        dci = dc_from_next(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, invc_ptr, icrows, dcs_ptr, pa_ptr, pb_ptr, dci,
+                           loc, lok, chn, cok, e_n, bt, ln_a, ln_b, M, GC, KD, NJ, R, NORM, MEMCONV, KDP, NJP, UNROLL)
     gh, dci = grads_from_outside(dout_ptr, dht_ptr, dct_ptr, gh, dci, s, b, ex, loc, chn, own, T, DELAY, N, M)
     # This step's own values.
     own_r = e_s + loc
@@ -61,7 +63,7 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
                                        c, loc, lok, chn, own, own_r, jt, M, NJ, NORM, BN, BM)
     tl.store(dcs_ptr + mp, dc, mask=own)
     if MEMCONV:  # c_{s-1} is in cs[s], the rows of step s
-        cprev = memory_cell_backward(cs_ptr, acts_ptr, cidx_ptr, dql_ptr, dq1_ptr, dq2_ptr, dc, f, e1v, e2v,
+        cprev = memory_cell_backward(cs_ptr, acts_ptr, cidx_ptr, crows, dql_ptr, dq1_ptr, dq2_ptr, dc, f, e1v, e2v,
                                      loc, lok, chn, own, jt, e_s, M, GC, KD, NJ, NORM, BN, BM, KDP, UNROLL)
     else:
         cprev = tl.load(cs_ptr + mp, mask=own, other=0.0)
@@ -79,9 +81,10 @@ def backward_step(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
                   BN: tl.constexpr, BM: tl.constexpr, BG: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr,
                   UNROLL: tl.constexpr):
     """The backward of step s (launched for s = S-1 .. 0)."""
+    ihrows, crows, icrows = index_maps(invh_ptr, cidx_ptr, invc_ptr, B, N, KD, R, BN, FOLD, KDP, UNROLL > 1)
     backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr, invc_ptr,
                   das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
-                  dout_ptr, dht_ptr, dct_ptr, s, T, DELAY, B, N, M, GC, KD, NJ, R,
+                  dout_ptr, dht_ptr, dct_ptr, ihrows, crows, icrows, s, T, DELAY, B, N, M, GC, KD, NJ, R,
                   NORM, MEMCONV, HAS_NEXT, FOLD, PRECISION, BN, BM, BG, KDP, NJP, UNROLL)
 
 
@@ -94,18 +97,30 @@ def backward_persistent(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, b
                         BN: tl.constexpr, BM: tl.constexpr, BG: tl.constexpr, KDP: tl.constexpr,
                         NJP: tl.constexpr, UNROLL: tl.constexpr):
     """Steps S-1 .. 0 in one launch, a grid barrier between them (step s reads step s+1's
-    dA, dc and partial sums, written by other programs)."""
+    dA, dc and partial sums, written by other programs). The index maps' rows that the unrolled
+    tile sets preload are loaded once, before the loop."""
+    ihrows, crows, icrows = index_maps(invh_ptr, cidx_ptr, invc_ptr, B, N, KD, R, BN, FOLD, KDP, UNROLL > 1)
     backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr, invc_ptr,
                   das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
-                  dout_ptr, dht_ptr, dct_ptr, S - 1, T, DELAY, B, N, M, GC, KD, NJ, R,
+                  dout_ptr, dht_ptr, dct_ptr, ihrows, crows, icrows, S - 1, T, DELAY, B, N, M, GC, KD, NJ, R,
                   NORM, MEMCONV, False, FOLD, PRECISION, BN, BM, BG, KDP, NJP, UNROLL)
     for r in range(1, S):
         grid_barrier(sem_ptr)
         backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr,
                       invc_ptr, das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr,
-                      dq2_ptr, dout_ptr, dht_ptr, dct_ptr, S - 1 - r, T, DELAY, B, N, M, GC, KD, NJ, R,
-                      NORM, MEMCONV, True, FOLD, PRECISION, BN, BM, BG, KDP, NJP, UNROLL)
+                      dq2_ptr, dout_ptr, dht_ptr, dct_ptr, ihrows, crows, icrows, S - 1 - r, T, DELAY, B, N, M, GC,
+                      KD, NJ, R, NORM, MEMCONV, True, FOLD, PRECISION, BN, BM, BG, KDP, NJP, UNROLL)
 
+
+
+@triton.jit
+def index_maps(invh_ptr, cidx_ptr, invc_ptr, B, N, KD, R, BN: tl.constexpr, FOLD: tl.constexpr,
+               KDP: tl.constexpr, PRELOAD: tl.constexpr):
+    """This tile's rows of the three maps the backward reads (``common.tile_map``; the inverse
+    cell map has R <= KDP entries a row where PRELOAD, checked by the host)."""
+    return (tile_map(invh_ptr, B, N, KD, -1, BN, FOLD, KDP, PRELOAD),
+            tile_map(cidx_ptr, B, N, KD, 0, BN, FOLD, KDP, PRELOAD),
+            tile_map(invc_ptr, B, N, R, -1, BN, FOLD, KDP, PRELOAD))
 
 
 @triton.jit
@@ -138,7 +153,7 @@ def grads_from_outside(dout_ptr, dht_ptr, dct_ptr, gh, dci, s, b, ex, loc, chn, 
     return gh, dci
 
 @triton.jit
-def dh_from_next(acts_ptr, w_ptr, invh_ptr, das_ptr, e1_ptr, e2_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
+def dh_from_next(acts_ptr, w_ptr, invh_ptr, hrows, das_ptr, e1_ptr, e2_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
                  gh, loc, lok, chn, cok, e_n, ln_a, ln_b, M, GC, KD, NJ,
                  NORM: tl.constexpr, MEMCONV: tl.constexpr, PRECISION: tl.constexpr, BN: tl.constexpr,
                  BG: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr, UNROLL: tl.constexpr):
@@ -150,7 +165,6 @@ def dh_from_next(acts_ptr, w_ptr, invh_ptr, das_ptr, e1_ptr, e2_ptr, pa_ptr, pb_
     qok = (kq < KD)[None, :]
     M4 = 4 * M
     # dL/dh_s = sum over the windows that read h_s of W^h dA_{s+1} (inverse hidden map).
-    hrows = map_rows(invh_ptr, loc, lok, KD, -1, KDP, UNROLL > 1)  # the readers at once (unrolled sets)
     for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
         src = map_entry(hrows, invh_ptr, loc, lok, k, KD, -1, KDP, UNROLL > 1)
         sok = src >= 0
@@ -186,7 +200,7 @@ def dh_from_next(acts_ptr, w_ptr, invh_ptr, das_ptr, e1_ptr, e2_ptr, pa_ptr, pb_
 
 
 @triton.jit
-def memory_cell_backward(cs_ptr, acts_ptr, cidx_ptr, dql_ptr, dq1_ptr, dq2_ptr, dc, f, e1v, e2v,
+def memory_cell_backward(cs_ptr, acts_ptr, cidx_ptr, crows, dql_ptr, dq1_ptr, dq2_ptr, dc, f, e1v, e2v,
                          loc, lok, chn, own, jt, e_s, M, GC, KD, NJ, NORM: tl.constexpr, BN: tl.constexpr,
                          BM: tl.constexpr, KDP: tl.constexpr, UNROLL: tl.constexpr):
     """The memory-cell convolution's backward at step s: stores this channel tile's partial sums
@@ -203,7 +217,6 @@ def memory_cell_backward(cs_ptr, acts_ptr, cidx_ptr, dql_ptr, dq1_ptr, dq2_ptr, 
     dq1 = tl.zeros((BN, KDP), dt)
     dq2 = tl.zeros((BN, KDP), dt)
     dcf = dc * f
-    crows = map_rows(cidx_ptr, loc, lok, KD, 0, KDP, UNROLL > 1)
     for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
         cl = map_entry(crows, cidx_ptr, loc, lok, k, KD, 0, KDP, UNROLL > 1)
         cw = tl.load(cs_ptr + (e_s + cl)[:, None] * M + chn[None, :], mask=own, other=0.0)
@@ -223,16 +236,16 @@ def memory_cell_backward(cs_ptr, acts_ptr, cidx_ptr, dql_ptr, dq1_ptr, dq2_ptr, 
 
 
 @triton.jit
-def dc_from_next(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, invc_ptr, dcs_ptr, pa_ptr, pb_ptr, dci, loc, lok, chn, cok,
-                 e_n, bt, ln_a, ln_b, M, GC, KD, NJ, R, NORM: tl.constexpr, MEMCONV: tl.constexpr, NJP: tl.constexpr,
-                 UNROLL: tl.constexpr):
+def dc_from_next(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, invc_ptr, icrows, dcs_ptr, pa_ptr, pb_ptr, dci, loc, lok,
+                 chn, cok, e_n, bt, ln_a, ln_b, M, GC, KD, NJ, R, NORM: tl.constexpr, MEMCONV: tl.constexpr,
+                 KDP: tl.constexpr, NJP: tl.constexpr, UNROLL: tl.constexpr):
     """``dci`` + dL/dc_s through step s+1 (its dc completed with the norm's deferred terms)."""
     M4 = 4 * M
     # dL/dc_s through step s+1's memory-cell convolution (inverse cell map) or, without
     # it, straight through the forget gate (c_{s+1} is in cs[s+2], bt rows after step s+1's).
     if MEMCONV:
         for r in tl.range(0, R, 1, loop_unroll_factor=UNROLL):
-            ent = tl.load(invc_ptr + loc * R + r, mask=lok, other=-1)
+            ent = map_entry(icrows, invc_ptr, loc, lok, r, R, -1, KDP, UNROLL > 1)
             eok = ent >= 0
             el = tl.where(eok, ent, 0)
             n2 = el // KD

@@ -73,6 +73,16 @@ def map_rows(map_ptr, loc, ok, KD, other, KDP: tl.constexpr, PRELOAD: tl.constex
 
 
 @triton.jit
+def tile_map(map_ptr, B, N, width, other, BN: tl.constexpr, FOLD: tl.constexpr, KDP: tl.constexpr,
+             PRELOAD: tl.constexpr):
+    """``map_rows`` of this program's rows (``tile_rows``) of an (N, width) index map, width
+    <= KDP: what a kernel loads once, before its step loop in the persistent kernels, and
+    passes to its step body (PRELOAD: the unrolled tile sets; else the rows, unused)."""
+    _, _, loc, ok = tile_rows(B, N, BN, FOLD)
+    return map_rows(map_ptr, loc, ok, width, other, KDP, PRELOAD)
+
+
+@triton.jit
 def map_entry(rows, map_ptr, loc, ok, k, KD, other, KDP: tl.constexpr, PRELOAD: tl.constexpr):
     """Entry k of an (N, KD) index map at rows ``loc``: picked from the block ``map_rows`` loaded
     (PRELOAD: no memory round trip inside the window loop), or loaded now."""

@@ -7,13 +7,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import (HOFF, INPUT, grid_barrier, hidden, ln_stats, ln_stats_rows, map_entry, map_rows, mma,
-                     row_stats, tanh, tile_rows)
+from .common import (HOFF, INPUT, grid_barrier, hidden, ln_stats, ln_stats_rows, map_entry, mma, row_stats, tanh,
+                     tile_map, tile_rows)
 
 
 @triton.jit
 def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
-                 w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr,
+                 w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, hrows, crows,
                  s, S, B, N, M, GC, KD, NJ, eps,
                  NORM: tl.constexpr, MEMCONV: tl.constexpr, FIRST: tl.constexpr, FINISH: tl.constexpr,
                  FOLD: tl.constexpr, PRECISION: tl.constexpr,
@@ -25,8 +25,10 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
     Buffers (contiguous): z (B, S, M); hs, cs (S+1, B, N, M) with hs[s] = h_{s-1},
     cs[s] = c_{s-1} (index 0: the given state); acts (S, B, N, GC) post-activation
     G, I, F, O, Q; partial statistics (S, B, N, NJ); mean, rstd (S, B, N). A row is one
-    (step, example, location): row s * B * N + b * N + loc (``common.tile_rows``). The phases
-    are helpers below (inlined: the same compiled code as one long body).
+    (step, example, location): row s * B * N + b * N + loc (``common.tile_rows``). ``hrows``,
+    ``crows``: this tile's rows of hidden_index and cell_index (``common.tile_map``, loaded by
+    the kernel: once a sequence in the persistent one). The phases are helpers below (inlined:
+    the same compiled code as one long body).
     """
     b, ex, loc, lok = tile_rows(B, N, BN, FOLD)
     jt = tl.program_id(2)
@@ -50,7 +52,7 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
                                            N, M, GC, NJ, eps, NORM, FOLD, BN, BM, NJP)
     if not FINISH:
         acc_g, acc_i, acc_f, acc_o, acc_q = window_products(
-            z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, gain_ptr, bias_ptr, hidx_ptr,
+            z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, gain_ptr, bias_ptr, hidx_ptr, hrows,
             b, loc, lok, chn, cok, s64, e_cur, e_prev, ln_mean, ln_rstd, S, M, GC, KD, NJ, eps,
             NORM, MEMCONV, FIRST, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
         # Gates (eq. 11): G tanh, I F O sigmoid.
@@ -64,7 +66,7 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
         tl.store(a_own + 2 * M, f, mask=own)
         tl.store(a_own + 3 * M, o, mask=own)
         if MEMCONV:
-            cc = memory_cell(cs_ptr, acts_ptr, bh_ptr, cidx_ptr, acc_q, loc, lok, chn, own, first_tile, e_cur,
+            cc = memory_cell(cs_ptr, acts_ptr, bh_ptr, cidx_ptr, crows, acc_q, loc, lok, chn, own, first_tile, e_cur,
                              M, GC, KD, BN, BM, KDP, UNROLL)
         else:
             cc = tl.load(cs_ptr + own_c[:, None] * M + chn[None, :], mask=own, other=0.0)
@@ -111,7 +113,7 @@ def finish_previous(hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd
 
 
 @triton.jit
-def window_products(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, gain_ptr, bias_ptr, hidx_ptr,
+def window_products(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, gain_ptr, bias_ptr, hidx_ptr, hrows,
                     b, loc, lok, chn, cok, s64, e_cur, e_prev, ln_mean, ln_rstd, S, M, GC, KD, NJ, eps,
                     NORM: tl.constexpr, MEMCONV: tl.constexpr, FIRST: tl.constexpr, PRECISION: tl.constexpr,
                     BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr,
@@ -127,7 +129,6 @@ def window_products(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, 
     acc_o = tl.zeros((BN, BM), dt)
     acc_q = tl.zeros((BN, KDP), dt)
     z_row = (b * S + s64) * M + loc * 0  # z (B, S, M) of each row's example
-    hrows = map_rows(hidx_ptr, loc, lok, KD, 0, KDP, UNROLL > 1)  # the window's slots at once (unrolled sets)
     for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
         slot = map_entry(hrows, hidx_ptr, loc, lok, k, KD, 0, KDP, UNROLL > 1)
         is_z = slot == INPUT
@@ -160,7 +161,7 @@ def window_products(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, 
 
 
 @triton.jit
-def memory_cell(cs_ptr, acts_ptr, bh_ptr, cidx_ptr, acc_q, loc, lok, chn, own, first_tile, e_cur,
+def memory_cell(cs_ptr, acts_ptr, bh_ptr, cidx_ptr, crows, acc_q, loc, lok, chn, own, first_tile, e_cur,
                 M, GC, KD, BN: tl.constexpr, BM: tl.constexpr, KDP: tl.constexpr, UNROLL: tl.constexpr):
     """Q = softmax over the <K> kernel channels (eq. 12, stored by the first channel tile), then
     the memory-cell convolution of c_{s-1} through cell_index (eq. 13, SPEC section 3 step 5)."""
@@ -172,7 +173,6 @@ def memory_cell(cs_ptr, acts_ptr, bh_ptr, cidx_ptr, acc_q, loc, lok, chn, own, f
     q = e / tl.sum(e, 1)[:, None]
     tl.store(acts_ptr + (e_cur + loc)[:, None] * GC + 4 * M + kq[None, :], q, mask=(lok & first_tile)[:, None] & qok)
     cc = tl.zeros((BN, BM), cs_ptr.dtype.element_ty)
-    crows = map_rows(cidx_ptr, loc, lok, KD, 0, KDP, UNROLL > 1)
     for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
         cl = map_entry(crows, cidx_ptr, loc, lok, k, KD, 0, KDP, UNROLL > 1)
         qk = tl.sum(tl.where(kq[None, :] == k, q, 0.0), 1)
@@ -191,8 +191,10 @@ def forward_step(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
                  BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr,
                  NJP: tl.constexpr, UNROLL: tl.constexpr):
     """Launch s of S + 1 (the last finishes h of step S - 1)."""
+    hrows = tile_map(hidx_ptr, B, N, KD, 0, BN, FOLD, KDP, UNROLL > 1)
+    crows = tile_map(cidx_ptr, B, N, KD, 0, BN, FOLD, KDP, UNROLL > 1)
     forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
-                 w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, s, S, B, N, M, GC, KD, NJ, eps,
+                 w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, hrows, crows, s, S, B, N, M, GC, KD, NJ, eps,
                  NORM, MEMCONV, FIRST, FINISH, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
 
 
@@ -205,17 +207,20 @@ def forward_persistent(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean
                        NJP: tl.constexpr, UNROLL: tl.constexpr):
     """All S steps and the finisher in one launch: what launch s + 1 of ``forward_step`` reads
     from launch s (c_s, the gates, the partial statistics) it reads here after one grid
-    barrier, so the results are the same, step for step."""
+    barrier, so the results are the same, step for step. The index maps' rows that the
+    unrolled tile sets preload are loaded once, before the loop."""
     zero = S * 0  # a run-time 0: the body takes s as a tensor
+    hrows = tile_map(hidx_ptr, B, N, KD, 0, BN, FOLD, KDP, UNROLL > 1)
+    crows = tile_map(cidx_ptr, B, N, KD, 0, BN, FOLD, KDP, UNROLL > 1)
     forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
-                 w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, zero, S, B, N, M, GC, KD, NJ, eps,
+                 w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, hrows, crows, zero, S, B, N, M, GC, KD, NJ, eps,
                  NORM, MEMCONV, True, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
     for s in range(1, S):
         grid_barrier(sem_ptr)
         forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
-                     w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, s, S, B, N, M, GC, KD, NJ, eps,
-                     NORM, MEMCONV, False, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
+                     w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, hrows, crows, s, S, B, N, M, GC, KD, NJ,
+                     eps, NORM, MEMCONV, False, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
     grid_barrier(sem_ptr)
     forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
-                 w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, S, S, B, N, M, GC, KD, NJ, eps,
+                 w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, hrows, crows, S, S, B, N, M, GC, KD, NJ, eps,
                  NORM, MEMCONV, False, True, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)

@@ -74,6 +74,9 @@ class Geometry(SequenceShapes):
         self.menu = _FORCED.get("menu") or self.menu
         menu = tiling.MENU[self.menu]
         self.tiles = tiling.tiles_for(menu, self.m, self.kd)
+        if menu.unroll > 1 and self.inv_cell.shape[1] > self.tiles["KDP"]:  # backward.index_maps preloads it
+            raise UserError(f"tile set {self.menu!r} preloads {self.tiles['KDP']} readers of a cell and this model "
+                            f"has {self.inv_cell.shape[1]}; use a tile set without '-u3'")
         self.precision = precision
         self.tensor_cores = menu.tensor_cores(dtype) and precision != "ieee"
         # the kernels' constexpr: "ieee" where no product is a tl.dot (one compiled variant, not three)

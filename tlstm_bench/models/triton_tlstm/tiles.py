@@ -56,9 +56,10 @@ class Menu:
 # candidates at batch 1 (issue 28, opt-in the same way): "mid", 8 locations x 16 channels with
 # 32-wide inner loops, 13 x 7 = 91 programs at 3D, L = 10, M = 100, so the grid fits 132 SMs
 # and runs persistent where "narrow" (325 programs) runs one launch per step; the "-u3"
-# entries unroll the window loops by 3 and load the index maps they read once a step (the
-# kernels' UNROLL; docs/triton.md, "The window loops unrolled"), so that the dependent loads
-# of several entries can be in flight at once; "mid-u3" and "single-u3", persistent (one
+# entries unroll the window loops by 3 and load the index maps they read once a launch (in
+# the persistent kernels, before the step loop; the kernels' UNROLL; docs/triton.md, "The
+# window loops unrolled"), so that the dependent loads of several entries can be in flight at
+# once; "mid-u3" and "single-u3", persistent (one
 # program an SM), may take 255 registers (Triton 3.6 spills mid-u3 at its own 168). Unroll 1
 # compiles to the same instructions as before it existed.
 MENU = {
