@@ -20,6 +20,11 @@ group's share of the budget is spent (at least 3 rounds):
   ``mid-u3`` persistent, ``narrow-u3`` per step: the window loops unrolled);
 * ``10m``: the same at the 10M size for 2d and 3d-cn at L = 1 and 10, and sLSTM ``cudnn``.
 
+First (on CUDA) the kernels of every triton and triton-graph variant of the plan are compiled
+ahead, in ``--precompile-jobs`` processes at once (``triton_precompile.py``: compile-only
+launches into Triton's cache), so that the groups load them instead of compiling some 46
+variants' kernels one after another in this process; what it misses is compiled as before.
+
 A variant that fails its check is timed anyway and marked wrong; it never counts for a target
 nor enters the table. The ``triton-graph`` variants are captured and checked first in a process
 of their own (:func:`graph_probe`: the captured step, float32 against float64 ``eager``, loss
@@ -63,6 +68,7 @@ from cuda_clock import sync, timed_ms  # noqa: E402
 VOCAB, M100, CHECK_T, MIN_ROUNDS = 205, 100, 7, 3
 PRESETS = ("2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn")
 PROBE_S = 100.0  # at most, for the graph probe's processes (a start, the compiles, the captures)
+PRECOMPILE_S = 150.0  # at most, for compiling the plan's kernels ahead in parallel (triton_precompile.py)
 IMPLEMENTATIONS = {"triton": "triton", "triton-graph": "triton-graph", "fast": "fast", "cudnn": "cudnn",
                    "nnlstm": "torch.nn.LSTM"}
 
@@ -354,6 +360,19 @@ def probe_main(spec: str, device: str) -> int:
 
 
 
+def precompile_plan(variants: list[Variant], jobs: int, s: "Session") -> str:
+    """Compile the kernels of every triton and triton-graph variant ahead, in ``jobs`` processes
+    (``triton_precompile``), so that each variant's first run loads its kernels from Triton's
+    cache instead of compiling them one after another here; one line on how it went. Its wall
+    time counts against the budget; a kernel it misses is compiled by the first run, as before."""
+    from triton_precompile import precompile, summary
+
+    specs = [dict(config=v.config, depth=v.depth, channels=v.channels, budget=v.budget, batch=v.batch, menu=v.menu,
+                  persistent=v.persistent, precision=v.precision)
+             for v in variants if v.kind in ("triton", "triton-graph")]
+    return summary(precompile(specs, "cuda", jobs, timeout_s=min(PRECOMPILE_S, max(s.left() / 3, 1.0))))
+
+
 def base_record(v: Variant, model, device: str) -> dict:
     """The store-schema fields of a variant's runtime record (results.schema)."""
     from tlstm_bench.results import provenance
@@ -578,6 +597,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=30, help="at most this many timed rounds per group")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                     help="cpu: a dry run at toy sizes under TRITON_INTERPRET=1 (tests)")
+    ap.add_argument("--precompile-jobs", type=int, default=8,
+                    help="compile the plan's kernels ahead in this many processes (0: as each is first run)")
     ap.add_argument("--probe-graphs", help=argparse.SUPPRESS)  # graph_probe's processes: a JSON list of variants
     args = ap.parse_args()
     if args.probe_graphs:
@@ -601,6 +622,8 @@ def main() -> int:
                           else None)))
     groups = [g for g in args.groups.split(",") if g]
     variants = plan(args.device)
+    if args.device == "cuda" and args.precompile_jobs > 0:
+        s.say(precompile_plan([v for v in variants if v.group in groups], args.precompile_jobs, s))
     for i, group in enumerate(groups):
         live = warm_up(s, [v for v in variants if v.group == group])
         time_rounds(s, live, max(s.left(), 0) / (len(groups) - i), args.rounds)
