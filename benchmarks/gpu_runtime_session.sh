@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # One device call that measures the GPU runtime figure with the tool's own commands (issue 27):
+#   0. the triton cells' kernels compiled ahead, in parallel (benchmarks/triton_precompile.py);
 #   1. the headline at M = 100: `tlstm-bench sweep runtime` filtered to each configuration's
 #      fastest implementations (triton, cuda-graph; cudnn for slstm and lstm), Triton compiles
 #      included;
@@ -69,6 +70,10 @@ say "device $device, spec $spec, commit $sha, ${total} s in all"
 pack
 
 sweep=(python3 -m tlstm_bench sweep "$spec" --results-dir "$results" --device "$device")
+# The triton cells' kernels compiled first, 8 at once, into Triton's cache (the sweep then loads
+# them instead of compiling each in turn): benchmarks/triton_precompile.py. Skipped on the CPU.
+[[ $device == cuda ]] && stage "precompile" 100 40 python3 benchmarks/triton_precompile.py --sweep "$spec" \
+    --jobs 8 --timeout-s 90
 stage "headline M=100" 300 60 "${sweep[@]}" --only channels=100 --only "$fastest"
 anchors=(python3 benchmarks/anchor_check.py --results-dir "$results" --device "$device" --budget-s 50)
 [[ $device == cpu ]] && anchors+=(--tiny)

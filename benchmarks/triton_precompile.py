@@ -20,8 +20,12 @@ outputs are whatever the buffers held); the run checks every variant against flo
     report = precompile(specs, device="cuda", jobs=8, timeout_s=120)
 
 A spec is a dict: config, depth, channels, budget, batch, menu, persistent, precision.
-``python benchmarks/triton_precompile.py --worker SPECS_JSON`` is one worker process (its JSON
-lines, one a spec). ``--fake-target 90`` compiles for sm_90 on a machine without a GPU, the CPU
+From the shell, the triton cells of a sweep spec (what ``sweep --only`` selects; batch 1, the
+dispatcher's tiles and path), before the sweep runs them (benchmarks/gpu_runtime_session.sh):
+
+    python3 benchmarks/triton_precompile.py --sweep runtime --jobs 8 --timeout-s 90
+
+``--worker SPECS_JSON`` is one worker process (its JSON lines, one a spec). ``--fake-target 90`` compiles for sm_90 on a machine without a GPU, the CPU
 tensors standing in for CUDA ones (the test of this module; the keys Triton computes there
 are the same function of the arguments, but the cache belongs to that machine's Triton).
 """
@@ -150,6 +154,20 @@ def summary(report: dict) -> str:
     return text + (f"; {report['stopped'][0]}" if report.get("stopped") else "")
 
 
+def sweep_specs(name: str, only: list[str]) -> list[dict]:
+    """The triton runtime cells of a sweep spec, as ``sweep NAME --only ...`` selects them on a
+    GPU, as specs: batch 1 (what ``time`` times), the dispatcher's tiles and path."""
+    import tempfile
+
+    from tlstm_bench.sweeps.plan import plan_sweep
+
+    with tempfile.TemporaryDirectory() as root:
+        cells = plan_sweep(name, root=root, only=tuple(only), device="cuda").cells
+    return [dict(config=c.spec["config"], depth=c.spec["depth"], channels=c.spec["channels"], budget=c.spec["budget"],
+                 batch=1, menu=None, persistent=None, precision=c.spec.get("precision") or "ieee")
+            for c in cells if c.kind == "runtime" and c.spec.get("implementation") == "triton"]
+
+
 def fake_target(arch: int) -> None:
     """Compile for sm_``arch`` without a GPU: a driver that names the target and nothing else,
     the model's CPU tensors accepted, and the persistent path allowed (tests of this module)."""
@@ -175,7 +193,12 @@ def fake_target(arch: int) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--worker", required=True, help="a JSON list of specs (what precompile() passes)")
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--sweep", help="a sweep spec's name or file: compile its triton runtime cells' kernels")
+    what.add_argument("--worker", help="a JSON list of specs (one worker process: what precompile() starts)")
+    ap.add_argument("--only", action="append", default=[], help="as sweep --only (repeatable)")
+    ap.add_argument("--jobs", type=int, default=8, help="worker processes")
+    ap.add_argument("--timeout-s", type=float, default=90.0, help="stop the workers after this many seconds")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--fake-target", type=int, help="compile for this sm without a GPU (tests)")
     args = ap.parse_args()
@@ -183,6 +206,17 @@ def main() -> int:
         print("unset TRITON_INTERPRET: the interpreter compiles nothing", file=sys.stderr)
         return 2
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, as the session runs it
+    if args.worker is None:
+        from tlstm_bench.errors import UserError
+
+        try:
+            specs = sweep_specs(args.sweep, args.only)
+        except UserError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        extra = ("--fake-target", str(args.fake_target)) if args.fake_target else ()
+        print(summary(precompile(specs, args.device, args.jobs, args.timeout_s, extra)), flush=True)
+        return 0
     if args.fake_target:
         fake_target(args.fake_target)
     return worker_main(args.worker, args.device)

@@ -132,3 +132,25 @@ def test_the_session_precompiles_every_triton_kernel_of_its_plan_and_nothing_els
     assert not any(s["config"] in ("lstm", "slstm") for s in seen["specs"])
     assert seen["device"] == "cuda" and seen["jobs"] == 8 and seen["timeout_s"] == 100.0
     assert line.startswith(f"precompiled {len(seen['specs'])} variant(s)")
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_a_sweeps_triton_cells_precompile_from_the_shell(tmp_path):
+    """What gpu_runtime_session.sh runs before the sweep: the spec's triton runtime cells
+    (here 2d at M = 100, L = 1, 4, 7, 10: one persistent pair of kernels for all four), and a
+    spec that does not exist as one line and exit 2."""
+    pytest.importorskip("triton")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    script = str(ROOT / "benchmarks" / "triton_precompile.py")
+    args = ["--only", "config=2d", "--only", "channels=100", "--jobs", "2", "--device", "cpu", "--fake-target", "90"]
+    done = subprocess.run([sys.executable, script, "--sweep", "runtime", *args], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("precompiled 4 variant(s)") and "failed" not in done.stdout, done.stdout
+    assert sorted(p.name for p in (tmp_path / "cache").glob("*/*.cubin")) == ["backward_persistent.cubin",
+                                                                              "forward_persistent.cubin"]
+    done = subprocess.run([sys.executable, script, "--sweep", "no-such-sweep", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 2 and done.stderr.startswith("error:") and len(done.stderr.splitlines()) == 1
