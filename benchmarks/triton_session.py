@@ -17,12 +17,13 @@ group's share of the budget is spent (at least 3 rounds):
   ``triton-graph`` (the whole step captured as one CUDA graph and replayed) for 2d and 3d-cn
   at L = 1 and 10, the dispatched path and per step forced, 2d with its window loops unrolled
   (``single-u3``, also under the graph), and last the 3D batch-1 candidates (``mid`` and
-  ``mid-u3`` persistent, ``narrow-u3`` per step: the window loops unrolled);
+  ``mid-u3`` persistent, ``narrow-u3`` per step: the window loops unrolled; ``wide-w8`` and
+  ``mid-u3-w8``: 8 warps a program);
 * ``10m``: the same at the 10M size for 2d and 3d-cn at L = 1 and 10, and sLSTM ``cudnn``.
 
 First (on CUDA) the kernels of every triton and triton-graph variant of the plan are compiled
 ahead, in ``--precompile-jobs`` processes at once (``triton_precompile.py``: compile-only
-launches into Triton's cache), so that the groups load them instead of compiling some 46
+launches into Triton's cache), so that the groups load them instead of compiling some 49
 variants' kernels one after another in this process; what it misses is compiled as before.
 
 A variant that fails its check is timed anyway and marked wrong; it never counts for a target
@@ -136,6 +137,10 @@ def plan(device: str) -> list[Variant]:
     out += [Variant("m100", "3d-cn", 1, menu="mid-u3", persistent=True),
             Variant("m100", "3d-cn", 10, menu="narrow-u3", persistent=False),
             Variant("m100", "3d", 10, menu="mid-u3", persistent=True)]
+    # Two warps a scheduler instead of one (one program an SM): the wide tiles (no spill at 8
+    # warps), also with tensor cores, and mid-u3.
+    out += [Variant("m100", "3d-cn", 10, menu="wide-w8", persistent=True, precision=p) for p in ("ieee", "tf32x3")]
+    out += [Variant("m100", "3d-cn", 10, menu="mid-u3-w8", persistent=True)]
     for depth in (1, 10):
         out += [Variant("10m", c, depth, channels=None, budget="10M") for c in ("2d", "3d-cn")]
         out += [Variant("10m", "slstm", depth, "cudnn", channels=None, budget="10M")]

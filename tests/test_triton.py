@@ -205,11 +205,12 @@ def test_unrolled_tile_sets_reach_the_launch_with_their_unroll_and_registers(tt,
     from tlstm_bench.models.triton_tlstm import launch
 
     monkeypatch.setattr(launch, "INTERPRETED", False)
-    for menu, unroll, maxnreg in (("mid-u3", 3, 255), ("single-u3", 3, 255), ("narrow-u3", 3, None),
-                                  ("narrow", 1, None), ("single", 1, None), ("wide", 1, None)):
+    for menu, unroll, maxnreg, warps in (("mid-u3", 3, 255, 4), ("single-u3", 3, 255, 4), ("narrow-u3", 3, None, 4),
+                                         ("narrow", 1, None, 4), ("single", 1, None, 4), ("wide", 1, None, 4),
+                                         ("wide-w8", 1, None, 8), ("mid-u3-w8", 3, 255, 8)):
         with tt.forced(menu=menu, persistent=False):
             opts = launch._launch_options(_geometry(tt))
-        assert opts["UNROLL"] == unroll and opts.get("maxnreg") == maxnreg, (menu, opts)
+        assert (opts["UNROLL"], opts.get("maxnreg"), opts["num_warps"]) == (unroll, maxnreg, warps), (menu, opts)
 
 
 def test_unrolled_tile_sets_refuse_a_cell_read_by_more_windows_than_they_preload(tt, monkeypatch):
@@ -346,7 +347,8 @@ def test_table_rows_per_precision_and_the_training_choice(tt, tmp_path, monkeypa
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize("menu", ["wide", "narrow", "single", "fp64", "mid", "mid-u3", "narrow-u3", "single-u3"])
+@pytest.mark.parametrize("menu", ["wide", "narrow", "single", "fp64", "mid", "mid-u3", "narrow-u3", "single-u3",
+                                  "wide-w8", "mid-u3-w8"])
 def test_every_tile_menu_entry_equals_eager_float64(tt, menu):
     """Each tile set the dispatcher can choose, per step, float64 (M = 10: one or two channel
     tiles; 3D at L = 2: four locations, one to four location tiles)."""

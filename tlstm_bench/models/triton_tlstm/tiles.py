@@ -61,7 +61,12 @@ class Menu:
 # window loops unrolled"), so that the dependent loads of several entries can be in flight at
 # once; "mid-u3" and "single-u3", persistent (one
 # program an SM), may take 255 registers (Triton 3.6 spills mid-u3 at its own 168). Unroll 1
-# compiles to the same instructions as before it existed.
+# compiles to the same instructions as before it existed. The "-w8" entries (opt-in the same
+# way) run 8 warps a program where the others run 4: a persistent grid holds one program an SM,
+# whose four warp schedulers then have two warps each to switch between while a load is in
+# flight instead of one; "wide" also spills its backward at 4 warps (255 registers + 80 B of
+# stack, sm_90), "wide-w8" does not (128 / 196). mid-u3-w8 may take 255 (at the compiler's 128
+# it spills).
 MENU = {
     "wide": Menu(16, 16, 32, 64),
     "narrow": Menu(4, 8, 128, 128),
@@ -72,9 +77,12 @@ MENU = {
     "mid-u3": Menu(8, 16, 32, 32, unroll=3, maxnreg=255),
     "narrow-u3": Menu(4, 8, 128, 128, unroll=3),
     "single-u3": Menu(1, 8, 128, 128, unroll=3, maxnreg=255),
+    "wide-w8": Menu(16, 16, 32, 64, warps=8),
+    "mid-u3-w8": Menu(8, 16, 32, 32, warps=8, unroll=3, maxnreg=255),
     "fp64": Menu(8, 16, 16, 16),
 }
-FLOAT32_MENU = ("wide", "narrow", "single", "fold", "fold64", "mid", "mid-u3", "narrow-u3", "single-u3")
+FLOAT32_MENU = ("wide", "narrow", "single", "fold", "fold64", "mid", "mid-u3", "narrow-u3", "single-u3", "wide-w8",
+                "mid-u3-w8")
 
 # What float32 at each precision (vocab.PRECISIONS, common.mma) is held to against eager in
 # float64. TEST_TOLERANCE: tests/test_triton.py, the largest error over the largest entry of

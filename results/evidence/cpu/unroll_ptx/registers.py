@@ -1,5 +1,5 @@
 """Registers and stack per thread of the persistent kernels in docs/triton.md's table (sm_90,
-M = 100, without a GPU): the default and unrolled tile sets, 3d-cn (CN, memory conv, Kd = 9)
+M = 100, without a GPU): the default, unrolled and 8-warp tile sets, 3d-cn (CN, memory conv, Kd = 9)
 and 2d (no norm, memory conv, Kd = 3). Run in a checkout:
 
     PYTHONPATH=$PWD python results/evidence/cpu/unroll_ptx/registers.py [--per-step] [MENU ...]
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(tlstm_bench.__file__).resolve().parents[1] / "benchm
 import triton_compile as tc  # noqa: E402
 
 ROWS = [("narrow", 1, 9), ("narrow-u3", 1, 9), ("mid", 1, 9), ("mid-u3", 1, 9), ("single", 0, 3),
-        ("single-u3", 0, 3)]
+        ("single-u3", 0, 3), ("wide", 1, 9), ("wide-w8", 1, 9), ("mid-u3-w8", 1, 9)]
 
 PER_STEP = "--per-step" in sys.argv
 ONLY = [a for a in sys.argv[1:] if not a.startswith("--")]
