@@ -25,8 +25,9 @@ dispatcher's tiles and path), before the sweep runs them (benchmarks/gpu_runtime
 
     python3 benchmarks/triton_precompile.py --sweep runtime --jobs 8 --timeout-s 90
 
-``--worker SPECS_JSON`` is one worker process (its JSON lines, one a spec). ``--fake-target 90`` compiles for sm_90 on a machine without a GPU, the CPU
-tensors standing in for CUDA ones (the test of this module; the keys Triton computes there
+``--worker SPECS_JSON`` is one worker process (its JSON lines, one a spec). ``--fake-target 90``
+compiles for sm_90 on a machine without a GPU, the CPU tensors standing in for CUDA ones (this
+module's tests and results/evidence/cpu/precompile_rehearsal/: the keys Triton computes there
 are the same function of the arguments, but the cache belongs to that machine's Triton).
 """
 
@@ -64,24 +65,31 @@ def unique(specs: list[dict]) -> list[dict]:
 @contextmanager
 def compile_only():
     """Every Triton launch inside compiles its kernel (into the cache, as a launch would) and
-    launches nothing: ``JITFunction.run`` with ``warmup=True``, Triton's own compile-ahead."""
+    launches nothing: ``JITFunction.run`` with ``warmup=True``, Triton's own compile-ahead.
+    Yields {kernel name: [its compiled variants' cache hashes]}, filled as launches come."""
     from triton.runtime.jit import JITFunction
 
     real = JITFunction.run
+    seen: dict[str, list[str]] = {}
 
     def run(self, *args, grid, warmup, **kwargs):
-        return real(self, *args, grid=grid, warmup=True, **kwargs)
+        kernel = real(self, *args, grid=grid, warmup=True, **kwargs)
+        hashes = seen.setdefault(self.fn.__name__, [])
+        if getattr(kernel, "hash", None) and kernel.hash not in hashes:
+            hashes.append(kernel.hash)
+        return kernel
 
     JITFunction.run = run
     try:
-        yield
+        yield seen
     finally:
         JITFunction.run = real
 
 
-def compile_spec(spec: dict, device: str) -> None:
+def compile_spec(spec: dict, device: str) -> dict[str, list[str]]:
     """Build the spec's model (float32, at its size) and run forward + backward once (T = 2:
-    every kernel flag, first and finishing steps included) with compile-only launches."""
+    every kernel flag, first and finishing steps included) with compile-only launches; the
+    kernels compiled or found, by name (``compile_only``)."""
     import torch
 
     from tlstm_bench.models import build_model, triton_tlstm
@@ -92,9 +100,10 @@ def compile_spec(spec: dict, device: str) -> None:
     model.precision = spec["precision"]
     model.to(device)
     x = torch.zeros(spec["batch"], 2, dtype=torch.long, device=device)
-    with compile_only(), triton_tlstm.forced(menu=spec["menu"], persistent=spec["persistent"]):
+    with compile_only() as seen, triton_tlstm.forced(menu=spec["menu"], persistent=spec["persistent"]):
         out, _ = model(x)
         out.float().sum().backward()
+    return seen
 
 
 def worker_main(specs_json: str, device: str) -> int:
@@ -102,8 +111,8 @@ def worker_main(specs_json: str, device: str) -> int:
     for spec in json.loads(specs_json):
         t0 = time.monotonic()
         try:
-            compile_spec(spec, device)
-            line = {"key": spec_key(spec), "s": round(time.monotonic() - t0, 2)}
+            kernels = compile_spec(spec, device)
+            line = {"key": spec_key(spec), "s": round(time.monotonic() - t0, 2), "kernels": kernels}
         except Exception as exc:  # noqa: BLE001 - this spec's failure, reported; the run compiles it itself
             line = {"key": spec_key(spec), "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
                     if str(exc).strip() else type(exc).__name__}
@@ -115,7 +124,8 @@ def precompile(specs: list[dict], device: str = "cuda", jobs: int = 8, timeout_s
                extra_args: tuple = ()) -> dict:
     """Compile the specs' kernels in ``jobs`` worker processes (round robin), stopping them at
     ``timeout_s``. Returns {"done": [keys], "failed": {key: error}, "missed": [keys not
-    reached], "stopped": [why a worker ended early, one line each], "s": wall seconds, "jobs": n}."""
+    reached], "stopped": [why a worker ended early, one line each], "kernels": {key: {kernel name:
+    [cache hashes]}}, "s": wall seconds, "jobs": n}."""
     todo = unique(specs)
     jobs = max(1, min(jobs, len(todo)))
     t0 = time.monotonic()
@@ -141,6 +151,7 @@ def precompile(specs: list[dict], device: str = "cuda", jobs: int = 8, timeout_s
     failed = {x["key"]: x["error"] for x in lines if "error" in x}
     missed = [spec_key(s) for s in todo if spec_key(s) not in done and spec_key(s) not in failed]
     return {"done": done, "failed": failed, "missed": missed, "stopped": stopped,
+            "kernels": {x["key"]: x["kernels"] for x in lines if "kernels" in x},
             "s": round(time.monotonic() - t0, 1), "jobs": jobs}
 
 
@@ -168,9 +179,10 @@ def sweep_specs(name: str, only: list[str]) -> list[dict]:
             for c in cells if c.kind == "runtime" and c.spec.get("implementation") == "triton"]
 
 
-def fake_target(arch: int) -> None:
+def fake_target(arch: int, sms: int = 132) -> None:
     """Compile for sm_``arch`` without a GPU: a driver that names the target and nothing else,
-    the model's CPU tensors accepted, and the persistent path allowed (tests of this module)."""
+    the model's CPU tensors accepted, and the persistent path allowed where the grid fits
+    ``sms`` (an H100's 132), as on the device (tests of this module, rehearsals)."""
     from triton.backends.compiler import GPUTarget
     from triton.runtime.driver import driver
 
@@ -188,7 +200,8 @@ def fake_target(arch: int) -> None:
 
     driver.set_active(Driver())
     autograd.check_runnable = lambda z, model: None
-    launch.persistent_possible = lambda programs, device: (True, "")
+    launch.persistent_possible = lambda programs, device: (programs <= sms, f"the grid has {programs} programs "
+                                                           f"and the GPU {sms} SMs")
 
 
 def main() -> int:

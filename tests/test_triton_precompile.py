@@ -77,6 +77,8 @@ def test_precompiled_kernels_are_found_by_the_run_after_it(tmp_path, monkeypatch
     # 2d persistent (forward, backward); 3d-cn per step (forward first/middle/finisher, backward last/middle)
     assert kernels.count("forward_persistent.cubin") == 1 and kernels.count("backward_persistent.cubin") == 1
     assert kernels.count("forward_step.cubin") == 3 and kernels.count("backward_step.cubin") == 2
+    named = report["kernels"][tp.spec_key(SPECS[1])]  # each spec says which kernels it compiled
+    assert {k: len(v) for k, v in named.items()} == {"forward_step": 3, "backward_step": 2}
     code = RUN_AFTER.format(bench=str(ROOT / "benchmarks"), tests=str(ROOT / "tests"))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr

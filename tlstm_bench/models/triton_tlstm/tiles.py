@@ -64,9 +64,7 @@ class Menu:
 # compiles to the same instructions as before it existed. The "-w8" entries (opt-in the same
 # way) run 8 warps a program where the others run 4: a persistent grid holds one program an SM,
 # whose four warp schedulers then have two warps each to switch between while a load is in
-# flight instead of one; "wide" also spills its backward at 4 warps (255 registers + 80 B of
-# stack, sm_90), "wide-w8" does not (128 / 196). mid-u3-w8 may take 255 (at the compiler's 128
-# it spills).
+# flight instead of one. mid-u3-w8 may take 255 registers (at the compiler's 128 it spills).
 MENU = {
     "wide": Menu(16, 16, 32, 64),
     "narrow": Menu(4, 8, 128, 128),
