@@ -129,6 +129,8 @@ def precompile(specs: list[dict], device: str = "cuda", jobs: int = 8, timeout_s
     todo = unique(specs)
     jobs = max(1, min(jobs, len(todo)))
     t0 = time.monotonic()
+    if not todo:
+        return {"done": [], "failed": {}, "missed": [], "stopped": [], "kernels": {}, "s": 0.0, "jobs": 0}
     procs = []
     for i in range(jobs):
         chunk = json.dumps(todo[i::jobs])

@@ -52,6 +52,11 @@ def test_unique_keeps_the_first_of_each_kernel_set_in_order():
     assert got[0] == SPECS[0] and set(got[0]) == set(tp.SPEC_KEYS)
 
 
+def test_nothing_to_compile_starts_no_process():
+    report = tp.precompile([], device="cpu", jobs=8, timeout_s=1)
+    assert report["jobs"] == 0 and report["done"] == [] and tp.summary(report).startswith("precompiled 0")
+
+
 def test_summary_is_one_line_with_the_first_failure():
     report = {"done": ["a"], "failed": {"b": "UserError: unknown configuration 'x'"}, "missed": ["c"], "s": 4.2,
               "jobs": 2}
