@@ -16,8 +16,10 @@ group's share of the budget is spent (at least 3 rounds):
   (3d-cn also at tf32x3 and tf32), a flattened ``torch.nn.LSTM`` of the same M and L,
   ``triton-graph`` (the whole step captured as one CUDA graph and replayed) for 2d and 3d-cn
   at L = 1 and 10, the dispatched path and per step forced, 2d with its window loops unrolled
-  (``single-u3``, also under the graph), and last the 3D batch-1 candidates (``mid`` and
-  ``mid-u3`` persistent, ``narrow-u3`` per step: the window loops unrolled);
+  (``single-u3``, also under the graph), the 3D batch-1 candidates (``mid`` and
+  ``mid-u3`` persistent, ``narrow-u3`` per step: the window loops unrolled), and last the
+  step flags instead of the grid barrier (``single-u3-flags`` for 2d and ``mid-u3-flags`` for
+  3d-cn at L = 10, persistent, beside their twins);
 * ``10m``: the same at the 10M size for 2d and 3d-cn at L = 1 and 10, and sLSTM ``cudnn``.
 
 A variant that fails its check is timed anyway and marked wrong; it never counts for a target
@@ -130,6 +132,10 @@ def plan(device: str) -> list[Variant]:
     out += [Variant("m100", "3d-cn", 1, menu="mid-u3", persistent=True),
             Variant("m100", "3d-cn", 10, menu="narrow-u3", persistent=False),
             Variant("m100", "3d", 10, menu="mid-u3", persistent=True)]
+    # Per-program step flags instead of the grid barrier (opt-in, issue 28 direction 2), each
+    # beside its grid-barrier twin above; last, so they cannot displace what was planned before.
+    out += [Variant("m100", "2d", 10, menu="single-u3-flags", persistent=True),
+            Variant("m100", "3d-cn", 10, menu="mid-u3-flags", persistent=True)]
     for depth in (1, 10):
         out += [Variant("10m", c, depth, channels=None, budget="10M") for c in ("2d", "3d-cn")]
         out += [Variant("10m", "slstm", depth, "cudnn", channels=None, budget="10M")]

@@ -67,6 +67,32 @@ def test_grid_entries_pass_no_flags(tt):
         assert "SYNC" not in launch._launch_options(geo)
 
 
+def test_after_its_first_call_the_flags_step_does_nothing_a_capture_cannot_hold(tt, monkeypatch):
+    """As the grid-barrier path (tests/test_triton_graph.py): the second step with the step
+    flags reads nothing back to the host, copies nothing from it, and does not rebuild the
+    producer tables (cached per geometry); the flags are zeroed by a device op each launch."""
+    if DEVICE != "cpu":
+        pytest.skip("the aten-level check on the CPU")
+    from test_triton_graph import _HostSyncs
+
+    from tlstm_bench.models.triton_tlstm import deps
+    from tlstm_bench.timing import Case, StepRun
+
+    run = StepRun(Case("2d", 1, "triton"), channels=4, budget=None, vocab=5, input_size=None, output_size=None,
+                  seq_len=3, device=torch.device("cpu"), dtype=torch.float32, seed=0)
+    with tt.forced(menu="single-u3-flags", persistent=True):
+        run()
+
+        def rebuilt(*args):
+            raise AssertionError("the producer tables were rebuilt after the first call")
+
+        monkeypatch.setattr(deps, "tables", rebuilt)
+        with _HostSyncs() as mode:
+            run()
+    assert mode.seen == []
+    assert run.model.triton_last["menu"] == "single-u3-flags" and run.model.triton_last["persistent"]
+
+
 # ---- the dependency table: host-side shapes ---------------------------------------------
 
 def _tables(tt, config, depth, menu, batch=1, channels=4):
