@@ -207,7 +207,7 @@ def launch_forward(geo: Geometry, bufs: tuple, params: tuple, steps: int) -> Non
     sizes = (geo.batch, geo.n, geo.m, geo.g, geo.kd, geo.nj, NORM_EPS)
     if geo.persistent:
         sem = _semaphore(z_all.device)
-        sync = _sync_args(geo, geo.producers and geo.producers[0])
+        sync = _sync_args(geo, geo.producers[0] if geo.producers else None)
         forward_persistent[geo.grid](*args, sem, steps, *sizes, **consts, **sync)
         return
     for s in range(steps + 1):
@@ -223,7 +223,7 @@ def launch_backward(geo: Geometry, cs, acts, mean, rstd, params: tuple, g: dict,
     sizes = (geo.seq_len, geo.depth - 1, geo.batch, geo.n, geo.m, geo.g, geo.kd, geo.nj, geo.inv_cell.shape[1])
     if geo.persistent:
         sem = _semaphore(acts.device)
-        sync = _sync_args(geo, geo.producers and geo.producers[1])
+        sync = _sync_args(geo, geo.producers[1] if geo.producers else None)
         backward_persistent[geo.grid](*args, sem, steps, *sizes, **consts, **sync)
         return
     for s in range(steps - 1, -1, -1):
