@@ -27,7 +27,9 @@ nor enters the table. The ``triton-graph`` variants are captured and checked fir
 of their own (:func:`graph_probe`: the captured step, float32 against float64 ``eager``, loss
 and every parameter gradient over two replays on new data); a capture that fails there is that
 variant's failed record, one line, and this process never tries it (a failed capture can leave
-a process's CUDA state unusable, and this one has every other variant to time).
+a process's CUDA state unusable, and this one has every other variant to time). The step-flags
+variants are run once and checked in such a process too, after the graphs: a hang there costs
+the probe's time limit, and the variant is a one-line failure this process never runs.
 
 Writes into ``--out``: ``store/triton-session/*.json`` (runtime records of the results store
 schema, ``results.schema``; the tuner's keys ``variant``, ``menu``, ``persistent``,
@@ -279,6 +281,16 @@ def graph_check(v: Variant, device: str) -> dict:
                 check_ok=errs[worst] <= tolerance, check_of="the captured step, on replay")
 
 
+def flags_check(v: Variant, device: str) -> dict:
+    """A step-flags variant in the probe process: one step at the timed shape (T = 100, the
+    timed grid), then ``check``; the compiled kernels stay in Triton's cache for the session."""
+    model, fn = step_fn(v, device)
+    v.rec = base_record(v, model, device)
+    fn()
+    sync(device)
+    return check(v, device, {})
+
+
 def vkey(v: Variant) -> str:
     return f"{v.group} {v.config} L={v.depth} {v.label}"
 
@@ -287,11 +299,19 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc).strip() else ''}"
 
 
+def probed_first(v: Variant) -> bool:
+    """Whether a variant runs first in a probe process: a CUDA graph capture (a failed one can
+    leave the process unusable), or the step flags (a program waiting forever for a flag would
+    hang the process: there it costs the probe's time limit, not the session's records)."""
+    return v.kind == "triton-graph" or (v.menu or "").endswith("-flags")
+
+
 def graph_probe(s: "Session", group: list[Variant]) -> dict[str, dict]:
-    """Capture and check the group's ``triton-graph`` variants in processes of their own, before
-    this one captures any: {vkey: graph_check's fields, or {"error": one line}}. A process stops
-    at its first failure (its CUDA state may be unusable); the next one takes the rest."""
-    todo = [v for v in group if v.kind == "triton-graph"]
+    """Capture and check the group's ``triton-graph`` variants (and run and check its step-flags
+    variants: ``probed_first``) in processes of their own, before this one captures or runs any:
+    {vkey: the check's fields, or {"error": one line}}. A process stops at its first failure
+    (its CUDA state may be unusable); the next one takes the rest."""
+    todo = [v for v in group if probed_first(v)]
     found: dict[str, dict] = {}
     stop = time.monotonic() + min(PROBE_S, max(s.left(), 0.0))
     while todo and time.monotonic() < stop:
@@ -299,7 +319,8 @@ def graph_probe(s: "Session", group: list[Variant]) -> dict[str, dict]:
         lines, why = probe_process(todo, s.device, stop - time.monotonic())
         for line in lines:
             if "unavailable" in line:  # a UserError: no graphed step here at all
-                found.update({vkey(v): {"error": line["unavailable"]} for v in todo if vkey(v) not in found})
+                found.update({vkey(v): {"error": line["unavailable"]} for v in todo
+                              if vkey(v) not in found and v.kind == "triton-graph"})
             else:
                 found[line.pop("key")] = line
         left = [v for v in todo if vkey(v) not in found]
@@ -347,9 +368,12 @@ def probe_main(spec: str, device: str) -> int:
     for item in json.loads(spec):
         v = Variant(**item)
         try:
-            line = {"key": vkey(v), **graph_check(v, device)}
+            line = {"key": vkey(v), **(graph_check(v, device) if v.kind == "triton-graph" else flags_check(v, device))}
         except UserError as exc:
-            print(json.dumps({"unavailable": one_line(exc)}), flush=True)
+            if v.kind != "triton-graph":  # this variant's failure, not the graphs'
+                print(json.dumps({"key": vkey(v), "error": one_line(exc)}), flush=True)
+            else:
+                print(json.dumps({"unavailable": one_line(exc)}), flush=True)
             return 0
         except Exception as exc:  # noqa: BLE001 - this variant's failure; the parent starts a fresh process
             print(json.dumps({"key": vkey(v), "error": one_line(exc)}), flush=True)

@@ -284,3 +284,27 @@ def test_producer_tables_are_sufficient(tt, flag_tiles, monkeypatch, config, dep
     may read before its unlisted producers have written it cannot change what it computes."""
     failures, tried = _run_poisoned(tt, monkeypatch, config, depth, batch, menu, fwd_step, bwd_step)
     assert min(tried) >= 2 and failures == []
+
+
+# ---- the device session: the flags variants last, probed in a process of their own --------
+
+def test_the_session_times_the_flags_last_and_probes_them_first(monkeypatch, tmp_path):
+    """benchmarks/triton_session.py: the two flags variants are the last of the m100 group, each
+    beside its grid-barrier twin; they run first in a probe process (a program that waits forever
+    for a flag costs the probe's time limit there, not the session), and one whose probe
+    process was stopped is a one-line failure, never run in the session's process."""
+    from benchmarks import triton_session as ts
+
+    m100 = [v for v in ts.plan("cuda") if v.group == "m100"]
+    assert [(v.config, v.depth, v.menu) for v in m100[-2:]] == [("2d", 10, "single-u3-flags"),
+                                                                ("3d-cn", 10, "mid-u3-flags")]
+    twins = {(v.config, v.depth, v.menu, v.persistent) for v in m100}
+    assert {("2d", 10, "single-u3", True), ("3d-cn", 10, "mid-u3", True)} <= twins
+    assert [v.menu for v in m100 if ts.probed_first(v) and v.kind == "triton"] == ["single-u3-flags", "mid-u3-flags"]
+    flags = m100[-1]
+    monkeypatch.setattr(ts, "probe_process", lambda todo, device, timeout: (
+        [], "the graph probe's process was stopped after 100 s"))
+    found = ts.graph_probe(ts.Session(tmp_path, 100.0, "cpu"), [ts.Variant("m100", "2d", 1), flags])
+    assert found == {ts.vkey(flags): {"error": "the graph probe's process was stopped after 100 s"}}
+    with pytest.raises(RuntimeError, match="stopped after 100 s"):
+        ts.prepare(flags, ts.Session(tmp_path, 100.0, "cpu"), found[ts.vkey(flags)])
