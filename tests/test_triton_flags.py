@@ -271,7 +271,8 @@ def flag_tiles(tt, monkeypatch):
 
 
 # (config, L, batch, menu, forward step, backward step); S = T + L - 1 steps with T = 3
-POISON_CASES = [("3d-cn", 3, 1, "dep", 2, 2), ("2d", 6, 2, "dep-fold", 3, 5), ("3d-ln", 2, 2, "dep", 2, 2)]
+POISON_CASES = [("3d-cn", 3, 1, "dep", 2, 2), ("2d", 6, 2, "dep-fold", 3, 5), ("3d-ln", 2, 2, "dep", 2, 2),
+                ("2d-m:norm=cn", 6, 1, "dep", 3, 4)]  # no memory conv: the hidden window alone
 
 
 @pytest.mark.slow
@@ -308,3 +309,13 @@ def test_the_session_times_the_flags_last_and_probes_them_first(monkeypatch, tmp
     assert found == {ts.vkey(flags): {"error": "the graph probe's process was stopped after 100 s"}}
     with pytest.raises(RuntimeError, match="stopped after 100 s"):
         ts.prepare(flags, ts.Session(tmp_path, 100.0, "cpu"), found[ts.vkey(flags)])
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_the_sufficiency_check_fails_when_a_listed_producer_is_dropped(tt, flag_tiles, monkeypatch):
+    """The check above can fail: with one listed tile dropped from one consumer's list (2d-m
+    with CN, no memory conv, three location tiles), that consumer's outputs change, forward and
+    backward, and no other consumer's."""
+    failures, _ = _run_poisoned(tt, monkeypatch, "2d-m:norm=cn", 6, 1, "dep", 3, 4, drop=((0, 1), (0, 1)))
+    assert {(backward, tile) for backward, _, tile, _ in failures} == {(False, (0, 1)), (True, (0, 1))}
