@@ -27,7 +27,9 @@ of LN + memory conv (the heaviest) with every tile set; the per-step kernels, th
 around the same bodies, for the heaviest with the wide and float64 tiles; tf32x3 and tf32 for
 the heaviest with the wide and fold64 tiles; and for the older architectures (sm_80, another
 tl.dot lowering) the heaviest with the wide, fold64 (also at tf32x3 and tf32) and float64
-tiles. Run it without TRITON_INTERPRET set. Exits 1 if a variant fails to compile.
+tiles; and for every architecture the persistent kernels of the heaviest with the step flags
+(mid-u3-flags: SYNC = 1, a producer table 64 wide). A "-flags" entry's per-step kernels are
+its twin's and are not compiled again. Run it without TRITON_INTERPRET set. Exits 1 if a variant fails to compile.
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ def variants(archs, dtypes, shapes, ci: bool) -> list[tuple]:
                 fwd, bwd = dict(base, BK=t["BK"]), dict(base, BG=t["BG"])
                 persistent, per_step = _in_ci(arch == max(archs), menu, norm == 2 and memconv, precision) if ci \
                     else (True, True)
+                if tiling.MENU[menu].sync != "grid":  # per step: its twin's kernels; persistent: with flags
+                    per_step = False
+                    fwd, bwd = dict(fwd, SYNC=1, DEPW=FLAGS_DEPW), dict(bwd, SYNC=1, DEPW=FLAGS_DEPW)
                 kernels = [("forward_persistent", fwd), ("backward_persistent", bwd)] if persistent else []
                 if per_step:
                     kernels += [("forward_step", dict(fwd, FIRST=first, FINISH=finish))
@@ -79,15 +84,27 @@ def variants(archs, dtypes, shapes, ci: bool) -> list[tuple]:
 # lowering of the older ones (sm_80's mma, not sm_90's wgmma) at the heaviest body.
 CI_EVERY_BODY = ("wide", "narrow", "fold", "fp64")  # dot, sum, dot over folded rows, float64
 CI_DOT = ("wide", "fold64")  # the tl.dot tile sets compiled at tf32x3 and tf32
+CI_FLAGS = "mid-u3-flags"  # the step flags: one variant of each persistent kernel, for every architecture
+FLAGS_DEPW = 64  # the producer table's width (deps.py; 2d at L = 10, M = 100, single tiles: 39 -> 64)
 
 
 def _in_ci(newest: bool, menu: str, heaviest: bool, precision: str) -> tuple[bool, bool]:
     """(persistent kernels, per-step kernels) of one combination in the --ci set."""
     if precision != "ieee":
         return heaviest and menu in CI_DOT and (newest or menu == "fold64"), False
+    if menu.endswith("-flags"):
+        return heaviest and menu == CI_FLAGS, False
     if not newest:
         return heaviest and menu in ("wide", "fold64", "fp64"), False
     return menu in CI_EVERY_BODY or heaviest, heaviest and menu in ("wide", "fp64")
+
+
+def with_defaults(fn, consts: dict) -> dict:
+    """``consts`` and the defaults of the kernel's other arguments that have one (the step
+    flags' SYNC = 0, DEPW, and None pointers: what a launch that does not pass them compiles);
+    with SYNC set, the flags' two pointers stay run-time arguments, as launch.py passes them."""
+    passed = set(consts) | ({"flags_ptr", "deps_ptr"} if consts.get("SYNC") else set())
+    return {**{p.name: p.default for p in fn.params if p.has_default and p.name not in passed}, **consts}
 
 
 def _signature(fn, consts: dict, dtype: str) -> dict:
@@ -96,6 +113,8 @@ def _signature(fn, consts: dict, dtype: str) -> dict:
             return "constexpr"
         if name == "sem_ptr":
             return "*u32"
+        if name in ("flags_ptr", "deps_ptr"):
+            return "*i32"
         if name.endswith("_ptr"):
             return "*i32" if name in INDEX_ARGS else f"*{dtype}"
         return "fp32" if name == "eps" else "i32"
@@ -135,6 +154,7 @@ def compile_one(variant: tuple) -> tuple[bool, str]:
         options = {"num_warps": warps}
         if tiling.MENU[menu].maxnreg is not None:  # as launch._launch_options passes it
             options["maxnreg"] = tiling.MENU[menu].maxnreg
+        consts = with_defaults(fn, consts)
         kernel = triton.compile(ASTSource(fn=fn, signature=_signature(fn, consts, dtype), constexprs=consts),
                                 target=GPUTarget("cuda", arch, 32), options=options)
     except Exception as exc:  # noqa: BLE001  (report every variant, then fail)

@@ -16,14 +16,16 @@ group's share of the budget is spent (at least 3 rounds):
   (3d-cn also at tf32x3 and tf32), a flattened ``torch.nn.LSTM`` of the same M and L,
   ``triton-graph`` (the whole step captured as one CUDA graph and replayed) for 2d and 3d-cn
   at L = 1 and 10, the dispatched path and per step forced, 2d with its window loops unrolled
-  (``single-u3``, also under the graph), and last the 3D batch-1 candidates (``mid`` and
-  ``mid-u3`` persistent, ``narrow-u3`` per step: the window loops unrolled; ``wide-w8`` and
-  ``mid-u3-w8``: 8 warps a program);
+  (``single-u3``, also under the graph), the 3D batch-1 candidates (``mid`` and ``mid-u3``
+  persistent, ``narrow-u3`` per step: the window loops unrolled; ``wide-w8`` and ``mid-u3-w8``:
+  8 warps a program), and last the step flags instead of the grid barrier
+  (``single-u3-flags`` for 2d and ``mid-u3-flags`` for 3d-cn at L = 10, persistent, beside
+  their twins);
 * ``10m``: the same at the 10M size for 2d and 3d-cn at L = 1 and 10, and sLSTM ``cudnn``.
 
 First (on CUDA) the kernels of every triton and triton-graph variant of the plan are compiled
 ahead, in ``--precompile-jobs`` processes at once (``triton_precompile.py``: compile-only
-launches into Triton's cache), so that the groups load them instead of compiling some 49
+launches into Triton's cache), so that the groups load them instead of compiling some 51
 variants' kernels one after another in this process; what it misses is compiled as before.
 
 A variant that fails its check is timed anyway and marked wrong; it never counts for a target
@@ -31,7 +33,9 @@ nor enters the table. The ``triton-graph`` variants are captured and checked fir
 of their own (:func:`graph_probe`: the captured step, float32 against float64 ``eager``, loss
 and every parameter gradient over two replays on new data); a capture that fails there is that
 variant's failed record, one line, and this process never tries it (a failed capture can leave
-a process's CUDA state unusable, and this one has every other variant to time).
+a process's CUDA state unusable, and this one has every other variant to time). The step-flags
+variants are run once and checked in such a process too, after the graphs: a hang there costs
+the probe's time limit, and the variant is a one-line failure this process never runs.
 
 Writes into ``--out``: ``store/triton-session/*.json`` (runtime records of the results store
 schema, ``results.schema``; the tuner's keys ``variant``, ``menu``, ``persistent``,
@@ -137,10 +141,14 @@ def plan(device: str) -> list[Variant]:
     out += [Variant("m100", "3d-cn", 1, menu="mid-u3", persistent=True),
             Variant("m100", "3d-cn", 10, menu="narrow-u3", persistent=False),
             Variant("m100", "3d", 10, menu="mid-u3", persistent=True)]
-    # Two warps a scheduler instead of one (one program an SM): the wide tiles (no spill at 8
-    # warps), also with tensor cores, and mid-u3.
+    # Two warps a scheduler instead of one (one program an SM): the wide tiles, also with tensor
+    # cores, and mid-u3.
     out += [Variant("m100", "3d-cn", 10, menu="wide-w8", persistent=True, precision=p) for p in ("ieee", "tf32x3")]
     out += [Variant("m100", "3d-cn", 10, menu="mid-u3-w8", persistent=True)]
+    # Per-program step flags instead of the grid barrier (opt-in, issue 28 direction 2), each
+    # beside its grid-barrier twin above; last, so they cannot displace what was planned before.
+    out += [Variant("m100", "2d", 10, menu="single-u3-flags", persistent=True),
+            Variant("m100", "3d-cn", 10, menu="mid-u3-flags", persistent=True)]
     for depth in (1, 10):
         out += [Variant("10m", c, depth, channels=None, budget="10M") for c in ("2d", "3d-cn")]
         out += [Variant("10m", "slstm", depth, "cudnn", channels=None, budget="10M")]
@@ -284,6 +292,16 @@ def graph_check(v: Variant, device: str) -> dict:
                 check_ok=errs[worst] <= tolerance, check_of="the captured step, on replay")
 
 
+def flags_check(v: Variant, device: str) -> dict:
+    """A step-flags variant in the probe process: one step at the timed shape (T = 100, the
+    timed grid), then ``check``; the compiled kernels stay in Triton's cache for the session."""
+    model, fn = step_fn(v, device)
+    v.rec = base_record(v, model, device)
+    fn()
+    sync(device)
+    return check(v, device, {})
+
+
 def vkey(v: Variant) -> str:
     return f"{v.group} {v.config} L={v.depth} {v.label}"
 
@@ -292,11 +310,19 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc).strip() else ''}"
 
 
+def probed_first(v: Variant) -> bool:
+    """Whether a variant runs first in a probe process: a CUDA graph capture (a failed one can
+    leave the process unusable), or the step flags (a program waiting forever for a flag would
+    hang the process: there it costs the probe's time limit, not the session's records)."""
+    return v.kind == "triton-graph" or (v.menu or "").endswith("-flags")
+
+
 def graph_probe(s: "Session", group: list[Variant]) -> dict[str, dict]:
-    """Capture and check the group's ``triton-graph`` variants in processes of their own, before
-    this one captures any: {vkey: graph_check's fields, or {"error": one line}}. A process stops
-    at its first failure (its CUDA state may be unusable); the next one takes the rest."""
-    todo = [v for v in group if v.kind == "triton-graph"]
+    """Capture and check the group's ``triton-graph`` variants (and run and check its step-flags
+    variants: ``probed_first``) in processes of their own, before this one captures or runs any:
+    {vkey: the check's fields, or {"error": one line}}. A process stops at its first failure
+    (its CUDA state may be unusable); the next one takes the rest."""
+    todo = [v for v in group if probed_first(v)]
     found: dict[str, dict] = {}
     stop = time.monotonic() + min(PROBE_S, max(s.left(), 0.0))
     while todo and time.monotonic() < stop:
@@ -304,7 +330,8 @@ def graph_probe(s: "Session", group: list[Variant]) -> dict[str, dict]:
         lines, why = probe_process(todo, s.device, stop - time.monotonic())
         for line in lines:
             if "unavailable" in line:  # a UserError: no graphed step here at all
-                found.update({vkey(v): {"error": line["unavailable"]} for v in todo if vkey(v) not in found})
+                found.update({vkey(v): {"error": line["unavailable"]} for v in todo
+                              if vkey(v) not in found and v.kind == "triton-graph"})
             else:
                 found[line.pop("key")] = line
         left = [v for v in todo if vkey(v) not in found]
@@ -352,9 +379,12 @@ def probe_main(spec: str, device: str) -> int:
     for item in json.loads(spec):
         v = Variant(**item)
         try:
-            line = {"key": vkey(v), **graph_check(v, device)}
+            line = {"key": vkey(v), **(graph_check(v, device) if v.kind == "triton-graph" else flags_check(v, device))}
         except UserError as exc:
-            print(json.dumps({"unavailable": one_line(exc)}), flush=True)
+            if v.kind != "triton-graph":  # this variant's failure, not the graphs'
+                print(json.dumps({"key": vkey(v), "error": one_line(exc)}), flush=True)
+            else:
+                print(json.dumps({"unavailable": one_line(exc)}), flush=True)
             return 0
         except Exception as exc:  # noqa: BLE001 - this variant's failure; the parent starts a fresh process
             print(json.dumps({"key": vkey(v), "error": one_line(exc)}), flush=True)

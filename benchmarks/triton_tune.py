@@ -77,10 +77,12 @@ def make(config: str, depth: int, batch: int, impl: str):
 
 
 def variant_names(persistent: bool) -> list[tuple[str, str | None, bool]]:
-    """(label, menu entry, persistent) of the triton variants."""
+    """(label, menu entry, persistent) of the triton variants (per step, not the step-flags
+    entries: their per-step kernels are their twins')."""
     from tlstm_bench.models.triton_tlstm import tiles
 
-    return [(f"{m}/{'persistent' if persistent else 'step'}", m, persistent) for m in tiles.FLOAT32_MENU]
+    return [(f"{m}/{'persistent' if persistent else 'step'}", m, persistent) for m in tiles.FLOAT32_MENU
+            if persistent or tiles.MENU[m].sync == "grid"]
 
 
 def one_pass(model, x, y, label_menu, persistent, baseline: bool = False):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import (grid_barrier, ln_sums, ln_sums_rows, map_entry, mma, next_dcf, row_sums, tanh, tile_map,
-                     tile_rows)
+from .common import (ln_sums, ln_sums_rows, map_entry, mma, next_dcf, producer_row, row_sums, step_sync, tanh,
+                     tile_map, tile_rows)
 
 
 @triton.jit
@@ -95,17 +95,20 @@ def backward_persistent(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, b
                         S, T, DELAY, B, N, M, GC, KD, NJ, R,
                         NORM: tl.constexpr, MEMCONV: tl.constexpr, FOLD: tl.constexpr, PRECISION: tl.constexpr,
                         BN: tl.constexpr, BM: tl.constexpr, BG: tl.constexpr, KDP: tl.constexpr,
-                        NJP: tl.constexpr, UNROLL: tl.constexpr):
+                        NJP: tl.constexpr, UNROLL: tl.constexpr,
+                        SYNC: tl.constexpr = 0, DEPW: tl.constexpr = 1, flags_ptr=None, deps_ptr=None):
     """Steps S-1 .. 0 in one launch, a grid barrier between them (step s reads step s+1's
-    dA, dc and partial sums, written by other programs). The index maps' rows that the unrolled
-    tile sets preload are loaded once, before the loop."""
+    dA, dc and partial sums, written by other programs), or with SYNC the step flags of the
+    programs it reads (``common.step_flags``; turn r waits for their turn r - 1). The index
+    maps' rows that the unrolled tile sets preload are loaded once, before the loop."""
+    producers = producer_row(deps_ptr, SYNC, DEPW)
     ihrows, crows, icrows = index_maps(invh_ptr, cidx_ptr, invc_ptr, B, N, KD, R, BN, FOLD, KDP, UNROLL > 1)
     backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr, invc_ptr,
                   das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
                   dout_ptr, dht_ptr, dct_ptr, ihrows, crows, icrows, S - 1, T, DELAY, B, N, M, GC, KD, NJ, R,
                   NORM, MEMCONV, False, FOLD, PRECISION, BN, BM, BG, KDP, NJP, UNROLL)
     for r in range(1, S):
-        grid_barrier(sem_ptr)
+        step_sync(sem_ptr, flags_ptr, producers, r, SYNC)
         backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr,
                       invc_ptr, das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr,
                       dq2_ptr, dout_ptr, dht_ptr, dct_ptr, ihrows, crows, icrows, S - 1 - r, T, DELAY, B, N, M, GC,

@@ -130,6 +130,68 @@ def grid_barrier(sem_ptr):
     tl.debug_barrier()
 
 
+
+@triton.jit
+def program_id_flat():
+    """This program's id over the 3D grid, as ``grid_barrier`` counts it and as
+    ``deps.program_ids`` numbers the dependency table's rows and entries."""
+    n0 = tl.num_programs(0)
+    return tl.program_id(0) + n0 * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
+
+
+@triton.jit
+def producer_row(deps_ptr, SYNC: tl.constexpr, DEPW: tl.constexpr):
+    """With SYNC (step flags), this program's producers: its row of the (programs, DEPW)
+    dependency table (program ids, -1 padded), loaded once before the step loop; else 0
+    (unused: the grid barrier needs none, and no code is emitted for it)."""
+    if SYNC:
+        return tl.load(deps_ptr + program_id_flat() * DEPW + tl.arange(0, DEPW))
+    else:
+        return 0
+
+
+@triton.jit
+def step_sync(sem_ptr, flags_ptr, producers, done, SYNC: tl.constexpr):
+    """Between two steps of a persistent kernel, ``done`` steps finished by this program:
+    the grid barrier (SYNC 0, the default), or step flags (SYNC 1, ``step_flags``)."""
+    if SYNC:
+        step_flags(flags_ptr, producers, done)
+    else:
+        grid_barrier(sem_ptr)
+
+
+@triton.jit
+def step_flags(flags_ptr, producers, done):
+    """Publish that this program finished ``done`` steps, then wait until every producer (a
+    program whose previous-step values this program's next step reads; ``deps.py``) has too.
+
+    ``flags`` holds one int32 a program, zeroed per launch, the count of steps it finished.
+    Publish: ``tl.debug_barrier()`` (bar.sync: every thread of the program has issued its
+    stores of the step), then one release exchange of the count (a scalar atomic: one thread).
+    Wait: every thread polls its share of the producers' flags with acquire atomics (a masked
+    vector ``atomic_add`` of 0; -1 entries are padding) until all are >= ``done``, then
+    ``tl.debug_barrier()``.
+
+    Memory order (the argument of ``grid_barrier``, per producer instead of for the grid):
+    a producer's stores of step k by any of its threads come before its bar.sync, which comes
+    before its release of a count > k; an acquire that reads that count (or a later one: the
+    counts only grow, each written by a release after the same bar.sync) synchronizes with it,
+    and the consumer's bar.sync after the poll orders the acquire before every load of the
+    next step by any thread of the consumer. So each load of step k + 1 sees the producers'
+    step k. No buffer is written twice in a launch (every one is indexed by step), so a
+    producer that runs ahead overwrites nothing a slower consumer still reads. The acquire
+    atomics invalidate L1 as the barrier's do; they are no cheaper per poll, but a program
+    waits only for the few it reads, not for the slowest of the grid."""
+    tl.debug_barrier()
+    tl.atomic_xchg(flags_ptr + program_id_flat(), done, sem="release", scope="gpu")
+    live = producers >= 0
+    ready = False
+    while not ready:
+        seen = tl.atomic_add(flags_ptr + tl.where(live, producers, 0), 0, mask=live, sem="acquire", scope="gpu")
+        ready = tl.min(tl.where(live, seen, done), 0) >= done
+    tl.debug_barrier()
+
+
 # ---- the forward's deferred statistics (LN/CN of the previous step's c) ---------------
 
 @triton.jit

@@ -7,8 +7,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import (HOFF, INPUT, grid_barrier, hidden, ln_stats, ln_stats_rows, map_entry, mma, row_stats, tanh,
-                     tile_map, tile_rows)
+from .common import (HOFF, INPUT, hidden, ln_stats, ln_stats_rows, map_entry, mma, producer_row, row_stats,
+                     step_sync, tanh, tile_map, tile_rows)
 
 
 @triton.jit
@@ -204,11 +204,14 @@ def forward_persistent(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean
                        S, B, N, M, GC, KD, NJ, eps,
                        NORM: tl.constexpr, MEMCONV: tl.constexpr, FOLD: tl.constexpr, PRECISION: tl.constexpr,
                        BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr,
-                       NJP: tl.constexpr, UNROLL: tl.constexpr):
+                       NJP: tl.constexpr, UNROLL: tl.constexpr,
+                       SYNC: tl.constexpr = 0, DEPW: tl.constexpr = 1, flags_ptr=None, deps_ptr=None):
     """All S steps and the finisher in one launch: what launch s + 1 of ``forward_step`` reads
     from launch s (c_s, the gates, the partial statistics) it reads here after one grid
-    barrier, so the results are the same, step for step. The index maps' rows that the
-    unrolled tile sets preload are loaded once, before the loop."""
+    barrier (or, with SYNC, once the programs it reads from flagged step s done:
+    ``common.step_flags``), so the results are the same, step for step. The index maps' rows
+    that the unrolled tile sets preload are loaded once, before the loop."""
+    producers = producer_row(deps_ptr, SYNC, DEPW)
     zero = S * 0  # a run-time 0: the body takes s as a tensor
     hrows = tile_map(hidx_ptr, B, N, KD, 0, BN, FOLD, KDP, UNROLL > 1)
     crows = tile_map(cidx_ptr, B, N, KD, 0, BN, FOLD, KDP, UNROLL > 1)
@@ -216,11 +219,11 @@ def forward_persistent(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean
                  w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, hrows, crows, zero, S, B, N, M, GC, KD, NJ, eps,
                  NORM, MEMCONV, True, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
     for s in range(1, S):
-        grid_barrier(sem_ptr)
+        step_sync(sem_ptr, flags_ptr, producers, s, SYNC)
         forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                      w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, hrows, crows, s, S, B, N, M, GC, KD, NJ,
                      eps, NORM, MEMCONV, False, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
-    grid_barrier(sem_ptr)
+    step_sync(sem_ptr, flags_ptr, producers, S, SYNC)
     forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                  w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, hrows, crows, S, S, B, N, M, GC, KD, NJ, eps,
                  NORM, MEMCONV, False, True, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)

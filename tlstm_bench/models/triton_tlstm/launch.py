@@ -11,6 +11,7 @@ import triton
 from ...errors import UserError
 from ...vocab import DEFAULT_PRECISION, PRECISIONS
 from ..tlstm import HIDDEN_OFFSET, INPUT_SLOT, NORM_EPS, TLSTM, SequenceShapes
+from . import deps as depmaps
 from . import tiles as tiling
 from .backward import backward_persistent, backward_step
 from .common import INTERPRETED
@@ -86,6 +87,8 @@ class Geometry(SequenceShapes):
         rows = (1, batch * self.n) if menu.fold else (batch, self.n)
         self.grid = (rows[0], triton.cdiv(rows[1], self.tiles["BN"]), self.nj)
         self.persistent = _choose_path(self.grid, model.w_h.device, preferred)
+        # the step flags' producer tables (forward, backward): only a persistent launch of a "flags" entry
+        self.producers = _producers(model, self) if self.persistent and self.tiles["SYNC"] else None
 
     def describe(self) -> dict:
         """What ran, for a record: the tile-menu entry, the path, the grid, the precision."""
@@ -162,6 +165,26 @@ def _maps(model: TLSTM):
     return maps
 
 
+def _producers(model: TLSTM, geo: Geometry) -> tuple[torch.Tensor, torch.Tensor]:
+    """The step flags' (forward, backward) producer tables (``deps.py``) on the model's device,
+    cached per map version and geometry, as ``_maps`` caches the maps (built once: a CUDA graph
+    that captures a later call copies nothing to the device)."""
+    key = (model.__dict__["_triton_maps"][0], geo.grid, geo.batch, geo.tiles["BN"], geo.tiles["FOLD"])
+    cache = model.__dict__.setdefault("_triton_producers", {})
+    if key not in cache:
+        cache[key] = tuple(t.to(model.w_h.device) for t in depmaps.tables(geo))
+    return cache[key]
+
+
+def _sync_args(geo: Geometry, table: torch.Tensor | None) -> dict:
+    """The persistent kernels' step-flag arguments: none for the grid barrier (their defaults);
+    with flags, one zeroed int32 a program and the producer table."""
+    if table is None:
+        return {}
+    flags = torch.zeros(table.shape[0], dtype=torch.int32, device=table.device)
+    return dict(SYNC=1, DEPW=table.shape[1], flags_ptr=flags, deps_ptr=table)
+
+
 def _semaphore(device: torch.device) -> torch.Tensor:
     """The grid barrier's zeroed uint32 counter (int32 zeros viewed as uint32: torch has few
     uint32 kernels, and a view needs none)."""
@@ -187,7 +210,8 @@ def launch_forward(geo: Geometry, bufs: tuple, params: tuple, steps: int) -> Non
     sizes = (geo.batch, geo.n, geo.m, geo.g, geo.kd, geo.nj, NORM_EPS)
     if geo.persistent:
         sem = _semaphore(z_all.device)
-        forward_persistent[geo.grid](*args, sem, steps, *sizes, **consts)
+        sync = _sync_args(geo, geo.producers[0] if geo.producers else None)
+        forward_persistent[geo.grid](*args, sem, steps, *sizes, **consts, **sync)
         return
     for s in range(steps + 1):
         forward_step[geo.grid](*args, s, steps, *sizes, FIRST=(s == 0), FINISH=(s == steps), **consts)
@@ -202,7 +226,8 @@ def launch_backward(geo: Geometry, cs, acts, mean, rstd, params: tuple, g: dict,
     sizes = (geo.seq_len, geo.depth - 1, geo.batch, geo.n, geo.m, geo.g, geo.kd, geo.nj, geo.inv_cell.shape[1])
     if geo.persistent:
         sem = _semaphore(acts.device)
-        backward_persistent[geo.grid](*args, sem, steps, *sizes, **consts)
+        sync = _sync_args(geo, geo.producers[1] if geo.producers else None)
+        backward_persistent[geo.grid](*args, sem, steps, *sizes, **consts, **sync)
         return
     for s in range(steps - 1, -1, -1):
         backward_step[geo.grid](*args, s, *sizes, HAS_NEXT=(s < steps - 1), **consts)

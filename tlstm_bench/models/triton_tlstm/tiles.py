@@ -36,6 +36,8 @@ class Menu:
     unroll: int = 1  # the window loops' unroll factor (tl.range loop_unroll_factor; 1: not unrolled)
     maxnreg: int | None = None  # registers a thread may take (None: the compiler's choice; Triton 3.6 spills
     # mid-u3 at its own 168, where a persistent grid, one program an SM, has room for 255)
+    sync: str = "grid"  # between the persistent kernels' steps: "grid" (one barrier for the grid) or "flags"
+    # (per-program step flags, each program waiting only for those it reads: common.step_flags, deps.py)
 
     def tensor_cores(self, dtype: str) -> bool:
         """Whether its products are ``tl.dot`` (common.mma: float32, every side >= 16), so that
@@ -65,6 +67,10 @@ class Menu:
 # way) run 8 warps a program where the others run 4: a persistent grid holds one program an SM,
 # whose four warp schedulers then have two warps each to switch between while a load is in
 # flight instead of one. mid-u3-w8 may take 255 registers (at the compiler's 128 it spills).
+# The "-flags" entries (issue 28, direction 2, opt-in the same way) are "mid-u3" and
+# "single-u3" with per-program step flags instead of the grid barrier between the persistent
+# kernels' steps (a program waits only for the programs it reads: deps.py); their per-step
+# kernels are their twins'.
 MENU = {
     "wide": Menu(16, 16, 32, 64),
     "narrow": Menu(4, 8, 128, 128),
@@ -77,10 +83,12 @@ MENU = {
     "single-u3": Menu(1, 8, 128, 128, unroll=3, maxnreg=255),
     "wide-w8": Menu(16, 16, 32, 64, warps=8),
     "mid-u3-w8": Menu(8, 16, 32, 32, warps=8, unroll=3, maxnreg=255),
+    "mid-u3-flags": Menu(8, 16, 32, 32, unroll=3, maxnreg=255, sync="flags"),
+    "single-u3-flags": Menu(1, 8, 128, 128, unroll=3, maxnreg=255, sync="flags"),
     "fp64": Menu(8, 16, 16, 16),
 }
 FLOAT32_MENU = ("wide", "narrow", "single", "fold", "fold64", "mid", "mid-u3", "narrow-u3", "single-u3", "wide-w8",
-                "mid-u3-w8")
+                "mid-u3-w8", "mid-u3-flags", "single-u3-flags")
 
 # What float32 at each precision (vocab.PRECISIONS, common.mma) is held to against eager in
 # float64. TEST_TOLERANCE: tests/test_triton.py, the largest error over the largest entry of
@@ -115,7 +123,7 @@ def tiles_for(menu: Menu, m: int, kd: int) -> dict[str, int]:
     warps = int(os.environ.get(DIAG_WARPS_ENV) or menu.warps)
     return dict(BN=menu.bn, BM=menu.bm, BK=menu.bk, BG=menu.bg, KDP=pow2(kd, kdp_min),
                 NJP=pow2(triton.cdiv(m, menu.bm)), FOLD=menu.fold, UNROLL=menu.unroll,
-                num_warps=warps, maxnreg=menu.maxnreg)
+                num_warps=warps, maxnreg=menu.maxnreg, SYNC=int(menu.sync == "flags"))
 
 
 def default_choice(m: int, n: int, batch: int, dtype: str) -> tuple[str, bool | None]:
