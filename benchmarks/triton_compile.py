@@ -121,6 +121,14 @@ def _signature(fn, consts: dict, dtype: str) -> dict:
     return {name: kind(name) for name in fn.arg_names}
 
 
+def aligned(fn, signature: dict) -> dict:
+    """Every pointer argument 16-byte aligned, as a launch tells the compiler (Triton's
+    specialization of a torch tensor's address: ``tt.divisibility``), so that this compiles the
+    code a device runs: the alignment changes vectorized loads and the register allocation."""
+    return {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names)
+            if signature[name].startswith("*")}
+
+
 def _usage(kernel) -> str:
     import triton
 
@@ -155,7 +163,8 @@ def compile_one(variant: tuple) -> tuple[bool, str]:
         if tiling.MENU[menu].maxnreg is not None:  # as launch._launch_options passes it
             options["maxnreg"] = tiling.MENU[menu].maxnreg
         consts = with_defaults(fn, consts)
-        kernel = triton.compile(ASTSource(fn=fn, signature=_signature(fn, consts, dtype), constexprs=consts),
+        signature = _signature(fn, consts, dtype)
+        kernel = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=aligned(fn, signature)),
                                 target=GPUTarget("cuda", arch, 32), options=options)
     except Exception as exc:  # noqa: BLE001  (report every variant, then fail)
         first = str(exc).strip().splitlines()
