@@ -395,6 +395,14 @@ def probe_main(spec: str, device: str) -> int:
 
 
 
+def kernel_specs(variants: list[Variant]) -> list[dict]:
+    """``triton_precompile``'s specs of the variants that launch Triton kernels (triton and
+    triton-graph: the same kernels)."""
+    from triton_precompile import SPEC_KEYS
+
+    return [{k: getattr(v, k) for k in SPEC_KEYS} for v in variants if v.kind in ("triton", "triton-graph")]
+
+
 def precompile_plan(variants: list[Variant], jobs: int, s: "Session") -> str:
     """Compile the kernels of every triton and triton-graph variant ahead, in ``jobs`` processes
     (``triton_precompile``), so that each variant's first run loads its kernels from Triton's
@@ -402,10 +410,8 @@ def precompile_plan(variants: list[Variant], jobs: int, s: "Session") -> str:
     time counts against the budget; a kernel it misses is compiled by the first run, as before."""
     from triton_precompile import precompile, summary
 
-    specs = [dict(config=v.config, depth=v.depth, channels=v.channels, budget=v.budget, batch=v.batch, menu=v.menu,
-                  persistent=v.persistent, precision=v.precision)
-             for v in variants if v.kind in ("triton", "triton-graph")]
-    return summary(precompile(specs, "cuda", jobs, timeout_s=min(PRECOMPILE_S, max(s.left() / 3, 1.0))))
+    timeout_s = min(PRECOMPILE_S, max(s.left() / 3, 1.0))
+    return summary(precompile(kernel_specs(variants), "cuda", jobs, timeout_s=timeout_s))
 
 
 def base_record(v: Variant, model, device: str) -> dict:

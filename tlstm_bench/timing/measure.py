@@ -258,12 +258,11 @@ def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: i
     with one ``measurement`` id (their samples pair round by round) and, on a CPU, ``cpu_share``
     (see the module docstring). ``threads`` None: torch's current count.
 
-    ``repeats_for(case)`` may lower the repeats of a slow case (it drops out of later rounds);
-    ``warmup_for(case)`` its minimum warm-up. ``delay(case)`` is a test-only hook that adds
-    that many seconds inside the timed region of each run of a case. ``min_sample_s`` > 0
-    makes each sample the mean of ``number`` back-to-back runs, ``number`` chosen so a sample
-    lasts about that long (as ``timeit`` does; ``time`` and sweeps use ``vocab.CPU_MIN_SAMPLE_S``
-    on a CPU, the gate 20 ms).
+    ``repeats_for(case)`` may lower a slow case's repeats (it drops out of later rounds),
+    ``warmup_for(case)`` its minimum warm-up; ``delay(case)`` (tests) adds seconds to each run.
+    ``min_sample_s`` > 0 makes each sample the mean of ``number`` back-to-back runs, ``number``
+    chosen so a sample lasts that long (as ``timeit``; ``time`` and sweeps use
+    ``vocab.CPU_MIN_SAMPLE_S`` on a CPU, the gate 20 ms).
 
     Failures: ``isolate`` (default: on a CUDA device when the cases have more than one
     implementation) times each implementation's cases in a process of its own, the rounds
@@ -274,15 +273,14 @@ def measure_cases(cases: Iterable[Case], *, channels=None, budget=None, vocab: i
     and left out of the records; without it the error is raised. A ``UserError`` (bad input)
     is always raised.
 
-    ``keep_going(seconds)``, asked before each round with that round's estimated seconds,
-    may stop the rounds early (a time budget): each case keeps the samples it has, and its
-    record says ``truncated``. ``prepare()`` runs first in each process (a test or the
-    evidence script registers an implementation); ``inspect(run, record)``, after the
-    rounds in the process that holds the run, returns fields to add to its record (the
-    evidence script's profiler counts). Both must be picklable (module-level) to isolate.
+    ``keep_going(seconds)``, asked before each round with its estimated seconds, may stop the
+    rounds early (a time budget): each case keeps its samples, its record says ``truncated``.
+    ``prepare()`` runs first in each process (registers an implementation); ``inspect(run,
+    record)``, after the rounds in the process that holds the run, returns fields to add to
+    its record (profiler counts). Both must be picklable (module-level) to isolate.
 
-    ``progress``: a reporter of :mod:`tlstm_bench.events`, or True for lines on stderr.
-    ``precision``: of the products in float32 (``vocab.PRECISIONS``; not ieee: triton only).
+    ``progress``: an :mod:`tlstm_bench.events` reporter, or True (stderr lines). ``precision``:
+    of the float32 products (``vocab.PRECISIONS``; not ieee: triton only).
     """
     cases = list(cases)
     report = reporter(progress)

@@ -26,17 +26,15 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
     cs[s] = c_{s-1} (index 0: the given state); acts (S, B, N, GC) post-activation
     G, I, F, O, Q; partial statistics (S, B, N, NJ); mean, rstd (S, B, N). A row is one
     (step, example, location): row s * B * N + b * N + loc (``common.tile_rows``). ``hrows``,
-    ``crows``: this tile's rows of hidden_index and cell_index (``common.tile_map``, loaded by
-    the kernel: once a sequence in the persistent one). The phases are helpers below (inlined:
-    the same compiled code as one long body).
+    ``crows``: this tile's rows of hidden_index, cell_index (``common.tile_map``). The phases
+    are helpers below (inlined: the same compiled code as one long body).
     """
     b, ex, loc, lok = tile_rows(B, N, BN, FOLD)
     jt = tl.program_id(2)
     chn = jt * BM + tl.arange(0, BM)
     cok = chn < M
     own = lok[:, None] & cok[None, :]
-    # (scalar conditions are broadcast to vectors before they meet a mask: the
-    # interpreter rejects `vector & scalar` masks)
+    # scalar conditions become vectors before they meet a mask (the interpreter rejects vector & scalar)
     first_tile = (loc * 0 + jt) == 0
     dt = w_ptr.dtype.element_ty
     s64 = tl.cast(s, tl.int64)  # s: an argument, a loop variable, or a plain int (interpreter)

@@ -49,10 +49,8 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     cache = Path(os.environ["TRITON_CACHE_DIR"])
-    variants = [v for v in ts.plan("cuda") if v.kind in ("triton", "triton-graph")]
-    specs = [dict(config=v.config, depth=v.depth, channels=v.channels, budget=v.budget, batch=v.batch, menu=v.menu,
-                  persistent=v.persistent, precision=v.precision) for v in variants]
-    report = tp.precompile(specs, "cpu", jobs=args.jobs, timeout_s=3000, extra_args=("--fake-target", "90"))
+    report = tp.precompile(ts.kernel_specs(ts.plan("cuda")), "cpu", jobs=args.jobs, timeout_s=3000,
+                           extra_args=("--fake-target", "90"))
     print(f"triton {triton.__version__}, sm_90; {tp.summary(report)}")
     for key, error in report["failed"].items():
         print("FAILED", key, error)
