@@ -1,5 +1,6 @@
-"""Compile a device run's Triton kernels ahead of it, in parallel processes, into Triton's
-cache, so that the run itself spends its budget measuring instead of compiling.
+"""Compile a device run's Triton kernels ahead of it, in parallel, into Triton's cache.
+
+So that the run itself spends its budget measuring instead of compiling.
 
 A device session launches some 90 kernel variants, and Triton compiles each one the first time
 it is launched, one after another, in the session's only process: 1-2 s each on an H100
