@@ -577,7 +577,7 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
     assert {(r["batch"], r["precision"]) for r in rows} == {(1, "ieee"), (3, "tf32x3")}
     assert [r for r in rows if r["batch"] == 3][0]["fast_us_per_step"] > 0
     targets = (tmp_path / "targets.txt").read_text()
-    assert "MET: every timed triton variant right against float64 eager" in targets
+    assert "MET: every timed triton variant right against float64 eager: 2 of 2 checked right" in targets
     assert "UNMEASURED: 3d-cn L=10 <= 20 us" in targets
 
 
@@ -620,3 +620,51 @@ def test_a_sweep_spec_may_name_a_precision(tmp_path):
     assert plain[0].key != tf[0].key
     with pytest.raises(UserError, match="runtime.precision"):
         load_spec(tmp_path / "bad.toml")
+
+
+# ---- Triton 3.6/3.7's interpreter with NumPy 2.5 (models/triton_tlstm/interpreter_compat.py) ----
+def test_the_interpreter_fix_is_applied_only_where_that_interpreter_fails():
+    """int() of a one-element array is an error from NumPy 2.5; Triton 3.6 and 3.7 convert a
+    runtime loop bound that way (3.8 squeezes first). Only that pair is patched."""
+    from tlstm_bench.models.triton_tlstm.interpreter_compat import needed
+
+    assert needed("3.6.0", "2.5.5") and needed("3.7.1", "2.5.0") and needed("3.6.0", "2.6.0rc1")
+    assert not any(needed(t, n) for t, n in (("3.6.0", "2.4.6"), ("3.8.0", "2.5.5"), ("3.9.0", "2.5.5"),
+                                              ("3.5.1", "2.5.5"), ("4.0.0", "3.0.0")))
+
+
+@pytest.mark.triton
+def test_the_interpreter_fix_converts_a_runtime_loop_bound_and_undoes_itself(tt, monkeypatch):
+    """Forced on this Triton: an interpreted kernel whose loop bound is a runtime argument still
+    computes its sum (the wrapped patch converts through squeeze), and after the call the
+    tensor class has no patched __index__ left (the interpreter's scope restores it)."""
+    if not tt.INTERPRETED:
+        pytest.skip("the interpreter's patch; compiled kernels never use it")
+    import numpy as np
+    import triton
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    from tlstm_bench.models.triton_tlstm import interpreter_compat
+
+    monkeypatch.setattr(interpreter, "_patch_lang_tensor", interpreter._patch_lang_tensor)  # undone after
+    monkeypatch.setattr(interpreter_compat, "needed", lambda *_: True)
+    assert interpreter_compat.apply() and interpreter_compat.apply()  # idempotent
+    assert interpreter._patch_lang_tensor.tlstm_bench_compat
+
+    @triton.jit
+    def count(out_ptr, n):
+        acc = tl.zeros((1,), tl.int32)
+        for _ in tl.range(0, n):
+            acc += 1
+        tl.store(out_ptr + tl.arange(0, 1), acc)
+
+    out = torch.zeros(1, dtype=torch.int32)
+    count[(1,)](out, 7)
+    assert out.item() == 7
+    assert getattr(tl.core.tensor, "__index__", None) is not interpreter_compat._index
+
+    class Handle:
+        data = np.array([5], dtype=np.int32)
+
+    assert interpreter_compat._index(type("T", (), {"handle": Handle()})()) == 5

@@ -291,6 +291,29 @@ def test_the_session_s_graph_check_catches_a_step_that_does_not_read_its_new_inp
     assert not wrong["check_ok"] and wrong["check_max_rel"] > 1e-3, wrong
 
 
+def test_the_session_s_correctness_verdict_never_says_met_of_nothing():
+    """The float64 check's line counts what it covers: a session whose triton variants all
+    failed before their check (the CPU interpreter with Triton 3.6 and NumPy 2.5 once did) is
+    UNMEASURED, not "MET ... all"; one wrong variant makes it MISSED and names it."""
+    from benchmarks import triton_session as ts
+
+    def variant(depth, **rec):
+        v = ts.Variant("m100", "2d", depth)
+        v.rec = rec
+        return v
+
+    broken = [variant(1, status="failed", error="InterpreterError"), variant(10, status="failed")]
+    assert ts.correctness(broken).startswith("UNMEASURED: ")
+    assert ts.correctness(broken).endswith("0 of 2 checked right; 2 failed before the check")
+    right = [variant(1, check_ok=True), variant(10, status="failed")]
+    assert ts.correctness(right) == ("MET: every timed triton variant right against float64 eager: "
+                                     "1 of 2 checked right; 1 failed before the check")
+    wrong = right + [variant(4, check_ok=False, wrong=True)]
+    assert ts.correctness(wrong) == ("MISSED: every timed triton variant right against float64 eager: "
+                                     "wrong: m100 2d L=4 triton:auto:ieee")
+    assert ts.correctness([ts.Variant("m100", "2d", 1, "fast")]).startswith("UNMEASURED: ")
+
+
 def test_the_session_s_graph_probe_gives_what_is_left_to_a_fresh_process(monkeypatch, tmp_path):
     """A probe process stops at its first failure (a failed capture may leave it unusable): the
     next process takes the variants left; one that answers nothing fails the first of them with

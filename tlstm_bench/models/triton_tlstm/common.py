@@ -9,10 +9,13 @@ import triton
 import triton.language as tl
 
 from ..tlstm import HIDDEN_OFFSET, INPUT_SLOT
+from . import interpreter_compat
 
 # Whether the kernels were defined for Triton's CPU interpreter (decided when triton.jit runs,
 # i.e. when this package is first imported).
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+if INTERPRETED:
+    interpreter_compat.apply()  # Triton 3.6/3.7's interpreter with NumPy 2.5 (the module says)
 
 INPUT = tl.constexpr(INPUT_SLOT)
 HOFF = tl.constexpr(HIDDEN_OFFSET)
