@@ -117,7 +117,7 @@ def check_against_loop(device: str) -> list[str]:
             x = torch.randint(0, 11, (2, 6), generator=torch.Generator().manual_seed(1)).to(device)
             y, state = model(x)
             (y.sin().sum() + state.h.sum() + state.c.square().sum()).backward()
-            got[which] = [y, state.h, state.c] + [p.grad for p in model.parameters()]
+            got[which] = [t.detach() for t in (y, state.h, state.c)] + [p.grad for p in model.parameters()]
         worst = max(float((a - b).abs().max() / b.abs().max().clamp_min(1e-12)) for a, b in zip(got[impl], got["loop"]))
         lines.append(f"{config} {impl} against the loop oracle, float64 on {device}: worst relative error "
                      f"{worst:.1e} ({'ok' if worst < 1e-9 else 'WRONG'})")
