@@ -41,7 +41,7 @@ Writes into ``--out``: ``store/triton-session/*.json`` (runtime records of the r
 schema, ``results.schema``; the tuner's keys ``variant``, ``menu``, ``persistent``,
 ``us_per_step`` ride along), ``table.json`` (tuning-table rows: per shape and precision the
 fastest correct triton variant, with ``fast_us_per_step`` for the training shapes, which is
-what lets ``train`` pick triton by itself: copy the rows into
+what lets ``train`` pick triton by itself: ``benchmarks/tuning_table.py`` merges them into
 ``tlstm_bench/models/triton_tlstm/tuning.json``), ``targets.txt`` and ``stdout.txt``. The
 records are written as they are made, so a run cut by the outer ``timeout`` keeps them.
 
@@ -559,6 +559,8 @@ def table_rows(done: list[Variant], provenance: dict) -> list[dict]:
     """Tuning-table rows: per shape and precision the fastest correct triton variant (what it
     ran: the dispatcher's choice is recorded under ``kernels``), with fast's time beside the
     training shapes."""
+    from tlstm_bench.models import parse_config
+
     rows = []
     shapes = sorted({(v.group, v.config, v.depth, v.precision) for v in done if v.kind == "triton"})
     for group, config, depth, precision in shapes:
@@ -566,9 +568,11 @@ def table_rows(done: list[Variant], provenance: dict) -> list[dict]:
         if v is None:
             continue
         ran = v.rec.get("kernels") or {}
+        arch = parse_config(config)  # the kernels' compile-time features are part of the shape (tiles.table_key)
         row = dict(m=v.rec["channels"], n=v.rec["n"], kd=v.rec["kd"], batch=v.batch, dtype="float32",
-                   precision=precision, menu=ran.get("menu", v.menu), persistent=ran.get("persistent", v.persistent),
-                   us_per_step=v.rec["us_per_step"], config=config, L=depth, seq_len=v.seq_len, **provenance)
+                   precision=precision, norm=arch.norm, memory_conv=arch.memory_conv, menu=ran.get("menu", v.menu),
+                   persistent=ran.get("persistent", v.persistent), us_per_step=v.rec["us_per_step"], config=config,
+                   L=depth, seq_len=v.seq_len, **provenance)
         fast = best(done, group, config, depth, "fast", None)
         if v.train and fast is not None:
             row["fast_us_per_step"] = fast.rec["us_per_step"]

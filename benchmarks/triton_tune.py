@@ -21,7 +21,7 @@ barrier costs that limit, not the session.
 
 Writes ``records.jsonl`` (one line per variant and shape: timings, error, kernel counts),
 ``table.json`` (per shape the fastest correct variant, in the format of
-``tlstm_bench/models/triton_tlstm/tuning.json``: copy it there to ship it) and prints a table.
+``tlstm_bench/models/triton_tlstm/tuning.json``: ``benchmarks/tuning_table.py`` merges it there) and prints a table.
 Stops starting new work when the budget is spent.
 """
 
@@ -326,6 +326,8 @@ class Shape:
 
 def best_entries(records: list[dict], provenance: dict) -> list[dict]:
     """Per shape, the fastest correct triton variant, as a tuning-table row."""
+    from tlstm_bench.models import parse_config
+
     rows = []
     for config, depth, batch in SHAPES:
         done = [r for r in records if (r["config"], r["L"], r["batch"]) == (config, depth, batch) and r.get("ok")
@@ -333,8 +335,10 @@ def best_entries(records: list[dict], provenance: dict) -> list[dict]:
         if not done:
             continue
         best = min(done, key=lambda r: r["us_per_step"])
-        rows.append(dict(m=best["M"], n=best["n"], kd=best["kd"], batch=batch, dtype="float32", menu=best["menu"],
-                         persistent=best["persistent"], us_per_step=best["us_per_step"], **provenance))
+        arch = parse_config(config)  # the kernels' compile-time features are part of the shape (tiles.table_key)
+        rows.append(dict(m=best["M"], n=best["n"], kd=best["kd"], batch=batch, dtype="float32", norm=arch.norm,
+                         memory_conv=arch.memory_conv, menu=best["menu"], persistent=best["persistent"],
+                         us_per_step=best["us_per_step"], **provenance))
     return rows
 
 

@@ -575,6 +575,10 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
     assert by[("m100", "triton:auto:ieee")]["check_max_rel"] < 2e-5
     rows = json.loads((tmp_path / "table.json").read_text())["entries"]
     assert {(r["batch"], r["precision"]) for r in rows} == {(1, "ieee"), (3, "tf32x3")}
+    assert {(r["config"], r["norm"], r["memory_conv"]) for r in rows} == {("2d", "none", True), ("3d-cn", "cn", True)}
+    from benchmarks import tuning_table
+
+    tuning_table.check_rows(rows, "table.json")  # what shipping them checks
     assert [r for r in rows if r["batch"] == 3][0]["fast_us_per_step"] > 0
     targets = (tmp_path / "targets.txt").read_text()
     assert "MET: every timed triton variant right against float64 eager: 2 of 2 checked right" in targets

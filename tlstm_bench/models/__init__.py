@@ -33,8 +33,9 @@ TLSTM_IMPLEMENTATIONS["triton"] = run_triton  # lazy: imports Triton on first us
 def training_implementation(model, batch: int, precision: str = "ieee") -> str:
     """The sequence loop a training run uses when none is named: ``triton`` for a tLSTM on a
     CUDA GPU where the shipped tuning table (``triton_tlstm/tuning.json``) measured it correct
-    and faster than ``fast`` at this shape (M, locations, Kd, batch, dtype, precision), or at a
-    precision only triton has; the model's own default otherwise (also without Triton)."""
+    and faster than ``fast`` at this shape (M, locations, Kd, batch, dtype, precision, norm,
+    memory-cell convolution: ``tiles.table_key``), or at a precision only triton has; the
+    model's own default otherwise (also without Triton)."""
     if isinstance(model, TLSTM) and precision != "ieee":
         return "triton"  # the only loop that has it (on a CPU it says it needs CUDA)
     if not isinstance(model, TLSTM) or model.w_h.device.type != "cuda":
@@ -47,7 +48,8 @@ def training_implementation(model, batch: int, precision: str = "ieee") -> str:
 
     dtype = str(model.w_h.dtype).removeprefix("torch.")
     shape = (model.channels, model.num_locations, model.arch.kernel_entries, batch, dtype, precision)
-    return "triton" if beats_fast(*shape) else model.implementation
+    features = dict(norm=model.arch.norm, memory_conv=model.arch.memory_conv)
+    return "triton" if beats_fast(*shape, **features) else model.implementation
 
 __all__ = [
     "ArchConfig", "CONFIG_NAMES", "COMPONENTS", "PAPER_NAMES", "PRESETS", "ParamCount", "SLSTM",

@@ -71,7 +71,8 @@ class Geometry(SequenceShapes):
         self.hidden_long = model.hidden_index.reshape(-1)
         self.cell_long = model.cell_index.reshape(-1)
         dtype = str(model.w_h.dtype).removeprefix("torch.")
-        self.menu, preferred = tiling.choose(self.m, self.n, self.kd, batch, dtype, precision)
+        self.menu, preferred = tiling.choose(self.m, self.n, self.kd, batch, dtype, precision, norm=self.norm,
+                                             memory_conv=self.memory_conv)
         self.menu = _FORCED.get("menu") or self.menu
         menu = tiling.MENU[self.menu]
         self.tiles = tiling.tiles_for(menu, self.m, self.kd)

@@ -140,10 +140,20 @@ def default_choice(m: int, n: int, batch: int, dtype: str) -> tuple[str, bool | 
     return "wide", True
 
 
+def table_key(row: dict) -> tuple:
+    """A tuning-table row's shape: (m, n, kd, batch, dtype, precision, norm, memory_conv). The
+    norm and the memory-cell convolution are compile-time features of the kernels, so 3d, 3d-ln
+    and 3d-cn (and 2d, 2d-m), which share every size, are separate shapes. A row without
+    ``precision`` (the tables before issue 28) is for ieee; one without ``norm`` or
+    ``memory_conv`` (before the 3D rows) for no norm with the convolution, the 2D tLSTM it
+    measured."""
+    return (row["m"], row["n"], row["kd"], row["batch"], row["dtype"], row.get("precision", "ieee"),
+            row.get("norm", "none"), bool(row.get("memory_conv", True)))
+
+
 @lru_cache(maxsize=None)
 def _table(path: str) -> dict:
-    """{(m, n, kd, batch, dtype, precision): row} of the table. A row without ``precision``
-    (the tables before issue 28) is for ieee."""
+    """{table_key: row} of the table, the rows naming a tile set the compile check compiles."""
     if not os.path.exists(path):
         return {}
     out = {}
@@ -151,24 +161,29 @@ def _table(path: str) -> dict:
         allowed = FLOAT32_MENU if row["dtype"] == "float32" else ("fp64",)
         if row["menu"] not in allowed:  # only tile sets the compile check compiles for that dtype
             continue
-        key = (row["m"], row["n"], row["kd"], row["batch"], row["dtype"], row.get("precision", "ieee"))
-        out[key] = row
+        out[table_key(row)] = row
     return out
 
 
-def choose(m: int, n: int, kd: int, batch: int, dtype: str, precision: str = "ieee") -> tuple[str, bool | None]:
+def _row(m: int, n: int, kd: int, batch: int, dtype: str, precision: str, norm: str, memory_conv: bool) -> dict | None:
+    return _table(str(TABLE)).get((m, n, kd, batch, dtype, precision, norm, bool(memory_conv)))
+
+
+def choose(m: int, n: int, kd: int, batch: int, dtype: str, precision: str = "ieee", *, norm: str = "none",
+           memory_conv: bool = True) -> tuple[str, bool | None]:
     """(menu entry, persistent?) for a shape: the tuning table's, else ``default_choice``
     (the same for every precision: a table row decides where tensor cores pay)."""
-    hit = _table(str(TABLE)).get((m, n, kd, batch, dtype, precision))
+    hit = _row(m, n, kd, batch, dtype, precision, norm, memory_conv)
     return (hit["menu"], hit["persistent"]) if hit is not None else default_choice(m, n, batch, dtype)
 
 
-def beats_fast(m: int, n: int, kd: int, batch: int, dtype: str, precision: str = "ieee") -> bool:
+def beats_fast(m: int, n: int, kd: int, batch: int, dtype: str, precision: str = "ieee", *, norm: str = "none",
+               memory_conv: bool = True) -> bool:
     """Whether the tuning table measured ``triton`` (its best correct variant) faster than
     ``fast`` at this shape: a row with ``fast_us_per_step`` above its ``us_per_step``. What
     training on CUDA runs when no implementation is named (``models.training_implementation``);
     without such a row, ``fast``."""
-    hit = _table(str(TABLE)).get((m, n, kd, batch, dtype, precision))
+    hit = _row(m, n, kd, batch, dtype, precision, norm, memory_conv)
     return bool(hit and hit.get("fast_us_per_step") and hit["us_per_step"] < hit["fast_us_per_step"])
 
 
