@@ -51,26 +51,7 @@ def test_the_ladder_commands_call_the_committed_script():
     assert (LADDER / "device_cell.py").is_file()
 
 
-TINY = """
-task = "runtime"
-configs = ["slstm", "2d", "lstm"]
-depths = [1, 2]
-device = "cuda"
-timeout_s = 300
-[[runtime]]
-channels = 100
-seq_len = 3
-repeats = 1
-warmup = 0
-implementations = ["triton", "cuda-graph", "fast", "cudnn", "fused"]
-[[runtime]]
-configs = ["slstm", "lstm"]
-budget = "10M"
-seq_len = 3
-repeats = 1
-warmup = 0
-implementations = ["cudnn"]
-"""
+TINY = ROOT / "benchmarks" / "gpu-runtime-tiny.toml"  # the shipped spec's shape at toy sizes
 
 
 @pytest.mark.slow
@@ -80,7 +61,7 @@ def test_the_gpu_runtime_session_runs_end_to_end_on_the_cpu_into_one_archive(tmp
     $OUT holds one archive with the store (the sweep's records, the anchors' records), the log,
     nvidia-smi's answer and the commit; every record names the commit given."""
     spec = tmp_path / "gpu-tiny.toml"
-    spec.write_text(TINY)
+    spec.write_text(TINY.read_text())  # the sweep is named by the file: gpu-tiny
     out = tmp_path / "out"
     env = {**os.environ, "OUT": str(out), "GPU_SESSION_DEVICE": "cpu", "GPU_SESSION_SPEC": str(spec),
            "GPU_SESSION_RESULTS": str(tmp_path / "results")}
