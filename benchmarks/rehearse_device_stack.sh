@@ -9,14 +9,16 @@
 #
 #   VENV       where the device's software is installed (default /tmp/device-stack; made the
 #              first time: about a minute and 4.9 GB from the package registry)
-#   --compile  also compile issue 28's whole plan for sm_90 with it (about 2 minutes on 2 cores)
+#   --compile  also compile for sm_90 with it every kernel of issue 27's runtime sweep and of
+#              issue 28's session plan (about 2.5 minutes on 2 cores)
 #
 # Steps, each "ok" or "FAILED" with its log under $LOGS (default a fresh temporary folder):
 #   interpreter  Triton's interpreter runs the kernels (tests/test_triton.py, 2d and 3d-cn, float64)
 #   issue-27     gpu_runtime_session.sh on the CPU (GPU_SESSION_DEVICE=cpu) with a toy spec, one archive
 #   issue-28     triton_session.py's dry run (--device cpu, the interpreter), its float64 verdict MET
 #   issue-29     device_run.sh packs a cut sweep into one archive (a 60 s hard stop, on the CPU)
-#   compile      (--compile) results/evidence/cpu/precompile_rehearsal/rehearse.py, none failed
+#   compile-27   (--compile) triton_precompile.py --sweep runtime --fake-target 90, none failed
+#   compile-28   (--compile) results/evidence/cpu/precompile_rehearsal/rehearse.py, none failed
 # Exit status: the number of steps that failed.
 set -u
 venv=/tmp/device-stack compile=0
@@ -66,7 +68,10 @@ step issue-28 "^MET: every timed triton variant right against float64 eager: [1-
 step issue-29 "packed: .*memorization-init.tar.gz" bash -c "OUT='$logs/out29' bash benchmarks/device_run.sh \
     memorization-init 60 rehearsal -- sweep memorization-init --device cpu --jobs 2; true"
 if [[ $compile == 1 ]]; then
-    step compile "precompiled .* variant(s)" env TRITON_CACHE_DIR="$logs/triton-cache" \
+    step compile-27 "^precompiled [1-9][0-9]* variant(s) in [0-9.]* s ([0-9]* processes)$" \
+        env TRITON_CACHE_DIR="$logs/triton-cache" python3 benchmarks/triton_precompile.py --sweep runtime \
+        --fake-target 90 --jobs 2 --timeout-s 600
+    step compile-28 "precompiled .* variant(s)" env TRITON_CACHE_DIR="$logs/triton-cache" \
         python3 results/evidence/cpu/precompile_rehearsal/rehearse.py --jobs 2
 fi
 echo "$failed step(s) failed"

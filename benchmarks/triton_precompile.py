@@ -215,9 +215,11 @@ def main() -> int:
     ap.add_argument("--only", action="append", default=[], help="as sweep --only (repeatable)")
     ap.add_argument("--jobs", type=int, default=8, help="worker processes")
     ap.add_argument("--timeout-s", type=float, default=90.0, help="stop the workers after this many seconds")
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--device", default="cuda", help="where the models are built (--fake-target: cpu)")
     ap.add_argument("--fake-target", type=int, help="compile for this sm without a GPU (tests)")
     args = ap.parse_args()
+    if args.fake_target:
+        args.device = "cpu"  # the stand-in driver compiles from CPU tensors; there is no CUDA to build on
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         print("unset TRITON_INTERPRET: the interpreter compiles nothing", file=sys.stderr)
         return 2
