@@ -87,6 +87,7 @@ COMMAND = re.compile(r"(?:tlstm-bench|python3? -m tlstm_bench)\s+([a-z][a-z-]*)(
 SCRIPT = re.compile(r"\bbenchmarks[/.][\w/.]+")
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 DECLARED = re.compile(r"""add_argument\(\s*(?:["']-\w["']\s*,\s*)?["'](--[a-z0-9-]+)["']""")
+SHELL_DECLARED = re.compile(r"^\s*(--[a-z0-9-]+)\)", re.M)  # a case arm of a shell script's option loop
 SEPARATOR = re.compile(r"&&|\|\||;|\s\|\s|(?:^|\s)#")
 # Flags of other tools, or of no command on purpose (each with why).
 OTHER_TOOLS = {
@@ -118,7 +119,9 @@ def command_options() -> dict[str, set[str]]:
 
 
 def script_options() -> set[str]:
-    return {m.group(1) for path in (ROOT / "benchmarks").rglob("*.py") for m in DECLARED.finditer(path.read_text())}
+    scripts = ROOT / "benchmarks"
+    return ({m.group(1) for path in scripts.rglob("*.py") for m in DECLARED.finditer(path.read_text())}
+            | {m.group(1) for path in scripts.rglob("*.sh") for m in SHELL_DECLARED.finditer(path.read_text())})
 
 
 def _code(text: str):
