@@ -14,7 +14,8 @@ are right:
 * a tile set the compile check compiles for its dtype (``tiles.FLOAT32_MENU``, ``fp64``): any
   other the dispatcher would ignore;
 * one row per shape (two would leave the choice to the order of the file);
-* the new rows name their device (``device``): a table says where it was measured.
+* the new rows name their device (``device``), a GPU: a table says where it was measured, and
+  a CPU dry run's rows (the interpreter's times) are not timings to choose by.
 
     python benchmarks/tuning_table.py results/evidence/gpu/DATE-CARD/tsession/table.json \\
         --source results/evidence/gpu/DATE-CARD/tsession
@@ -69,6 +70,9 @@ def check_rows(rows: list[dict], where: str) -> None:
         missing = [k for k in REQUIRED if k not in row]
         if missing:
             raise UserError(f"{where} row {i}: missing {', '.join(missing)}")
+        if str(row["device"]).lower().startswith("cpu"):
+            raise UserError(f"{where} row {i}: measured on {row['device']!r}, not a GPU: a dry run's rows are not "
+                            "timings to ship")
         us = row["us_per_step"]
         if not isinstance(us, (int, float)) or not math.isfinite(us) or us <= 0:
             raise UserError(f"{where} row {i}: us_per_step {us!r} is not a positive number")

@@ -58,6 +58,7 @@ def test_the_dispatcher_tells_the_norms_apart(tmp_path, monkeypatch):
     (dict(ROW, menu="tiny"), "tile set 'tiny' is not one the compile check compiles"),
     (dict(ROW, us_per_step=float("nan")), "us_per_step nan is not a positive number"),
     ({k: v for k, v in ROW.items() if k != "device"}, "missing device"),
+    (dict(ROW, device="cpu (interpreter dry run)"), "not a GPU: a dry run's rows are not timings to ship"),
 ])
 def test_a_wrong_row_is_one_line_and_writes_nothing(tmp_path, bad, says):
     table = _write(tmp_path / "tuning.json", [dict(ROW, us_per_step=90.0)])
