@@ -49,17 +49,19 @@ def _tiles():
     return tiles
 
 
-def read_rows(path: Path) -> list[dict]:
-    """The ``entries`` of a table file; a one-line UserError where it is missing or malformed."""
+def read_table(path: Path) -> dict:
+    """A table file, its ``entries`` a list of objects; a one-line UserError where it is missing
+    or malformed."""
     try:
-        entries = json.loads(path.read_text())["entries"]
+        table = json.loads(path.read_text())
+        entries = table["entries"]
     except FileNotFoundError:
         raise UserError(f"no table at {path}; give the table.json a device run wrote") from None
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise UserError(f"{path} is not a tuning table (a JSON object with 'entries'): {exc}") from None
     if not isinstance(entries, list) or not all(isinstance(r, dict) for r in entries):
         raise UserError(f"{path}: 'entries' must be a list of objects")
-    return entries
+    return table
 
 
 def check_rows(rows: list[dict], where: str) -> None:
@@ -116,12 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         target = args.table or _tiles().TABLE
-        new_rows = read_rows(args.new)
+        new_rows = read_table(args.new)["entries"]
         check_rows(new_rows, str(args.new))
-        table = {"entries": []}
-        if target.exists():
-            read_rows(target)  # a malformed table is an error, never overwritten
-            table = json.loads(target.read_text())
+        table = read_table(target) if target.exists() else {"entries": []}  # a malformed one is never overwritten
         merged, changes = merge(table, new_rows, args.source)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -166,7 +166,8 @@ def _table(path: str) -> dict:
 
 
 def _row(m: int, n: int, kd: int, batch: int, dtype: str, precision: str, norm: str, memory_conv: bool) -> dict | None:
-    return _table(str(TABLE)).get((m, n, kd, batch, dtype, precision, norm, bool(memory_conv)))
+    shape = dict(m=m, n=n, kd=kd, batch=batch, dtype=dtype, precision=precision, norm=norm, memory_conv=memory_conv)
+    return _table(str(TABLE)).get(table_key(shape))
 
 
 def choose(m: int, n: int, kd: int, batch: int, dtype: str, precision: str = "ieee", *, norm: str = "none",
