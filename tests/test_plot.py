@@ -358,3 +358,81 @@ def test_the_figure_says_how_far_a_cpu_comparison_between_configurations_goes(tm
     assert "every point was timed in one process" in runtime_trust(runtime.assign(timing_group="one"))
     assert "do not say which points" in runtime_trust(runtime.assign(timing_group=None))
     assert runtime_trust(runtime.assign(device="cuda")) is None
+
+
+# ---- many variants of one configuration, learning curves (an initialisation search) --------
+KNOBS = ["3d-cn", "3d-cn:cell_kernel=shift", "3d-cn:input_init=normal", "3d-cn:bias_init=torch7",
+         "3d-cn:recurrent_scale=2", "3d-cn:cell_kernel=shift,input_init=normal",
+         "3d-cn:cell_kernel=shift,input_init=normal,bias_init=torch7",
+         "3d-cn:cell_kernel=shift,input_init=normal,bias_init=torch7,recurrent_scale=2", "lstm", "tlstm:dims=4"]
+
+
+def test_every_line_of_a_figure_has_its_own_colour_and_marker_and_x_offset():
+    from tlstm_bench.plotting.styles import PRESET_STYLES, SPREAD, Palette
+
+    palette = Palette(KNOBS + ["slstm", "2d"])
+    styles = [palette.style(c) for c in KNOBS + ["slstm", "2d"]]
+    assert len(set(styles)) == len(styles)  # a hash of the name gave two variants one colour and marker
+    assert palette.style("3d-cn") == PRESET_STYLES["3d-cn"] and palette.style("slstm") == PRESET_STYLES["slstm"]
+    assert Palette(["3d-cn:recurrent_scale=2"]).style("3d-cn:recurrent_scale=2") not in PRESET_STYLES.values()
+    offsets = sorted(palette.offset(c) for c in KNOBS + ["slstm", "2d"])
+    assert len(set(offsets)) == len(offsets) and -SPREAD / 2 <= offsets[0] and offsets[-1] <= SPREAD / 2
+    assert offsets[0] == -offsets[-1]  # centred
+
+
+def test_a_long_knob_string_wraps_after_its_commas_in_the_legend():
+    from tlstm_bench.plotting.styles import LEGEND_CHARS, legend_text, legend_width
+
+    label = KNOBS[7]
+    shown = legend_text(label)
+    assert shown.count("\n") >= 1 and all(len(line) <= LEGEND_CHARS for line in shown.split("\n"))
+    assert all(line.endswith(",") for line in shown.split("\n")[:-1])  # broken after a comma, never inside a knob
+    assert shown.replace("\n  ", "") == label
+    assert legend_text("3d-cn") == "3d-cn" and legend_text("slstm (fused)") == "slstm (fused)"
+    assert legend_width([label]) < 0.75 + 0.07 * len(label)  # the legend is as wide as its longest line
+
+
+def curves_store(root: Path) -> None:
+    """Memorization runs with their evaluations: two configurations, L = 1, 4, seeds 0 and 1; the
+    variant solves at L = 4 (seed 0 after 4,500 samples), the rest stop at 6,000 without."""
+    for c, config in enumerate(("3d-cn", KNOBS[7])):
+        for depth in (1, 4):
+            for seed in (0, 1):
+                solves = config != "3d-cn" and depth == 4 and seed == 0
+                points = [1500, 3000, 4500] if solves else [1500, 3000, 4500, 6000]
+                history = [{"samples": s, "step": s // 15, "metric": 1.0 if solves and s == 4500 else s / 20000,
+                            "loss": 1.0, "train_loss": 1.0} for s in points]
+                _write(root, "search", {
+                    "id": f"tr-{c}-{depth}-{seed}", "kind": "train", "task": "memorization",
+                    "config": config, "depth": depth, "seed": seed, "metric": "accuracy",
+                    "test_metric": history[-1]["metric"], "valid_metric": None, "solved": solves,
+                    "samples_to_solve": 4500 if solves else None, "samples_seen": points[-1],
+                    "sample_unit": "sequence", "history": history})
+
+
+def test_learning_curves_are_drawn_one_panel_a_depth_one_line_a_run(tmp_path):
+    from tlstm_bench.plotting.curves import curves_figure
+
+    curves_store(tmp_path / "store")
+    report = plot_results(["search"], out=tmp_path / "figures", root=tmp_path / "store")
+    curves = next(f for f in report.figures if f.task == "memorization (learning curves)")
+    assert [p.name for p in curves.paths] == ["search-memorization-curves.png", "search-memorization-curves.pdf"]
+    assert curves.lines == ["3d-cn", KNOBS[7]]
+
+    frame = read_frame("search", root=tmp_path / "store")
+    fig = curves_figure(frame, "Memorization", "test-cpu")
+    axes = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in axes] == ["L = 1", "L = 4"]
+    assert axes[0].get_ylabel() == "test accuracy (%)"
+    for ax in axes:
+        assert len(ax.lines) == 4 + 1  # four runs and the dotted line at 100%
+        assert ax.get_ylim() == (-4.0, 104.0)
+    ends = [(tuple(c.get_offsets()[0]), bool((c.get_facecolor()[:, :3] != 1).any())) for c in axes[1].collections]
+    assert sorted(ends) == [((4500.0, 100.0), True), ((6000.0, 30.0), False), ((6000.0, 30.0), False),
+                            ((6000.0, 30.0), False)]  # only the solved run's marker is filled
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend[0] == "3d-cn" and legend[1].replace("\n  ", "") == KNOBS[7]
+
+
+def test_no_curves_figure_without_evaluations(report):
+    assert not any("learning curves" in f.task for f in report.figures)  # the synthetic records keep none

@@ -21,7 +21,8 @@ def plot(
                                                      "(default: figures/ in the results folder).")] = None,
     results_dir: ResultsDir = None,
 ) -> None:
-    """Draw metric and runtime vs depth per task (PNG and PDF) and the paper's tables (Markdown).
+    """Draw metric and runtime vs depth per task (PNG and PDF), the training runs' learning
+    curves, and the paper's tables (Markdown).
 
     Reads only the results store. Cells of a sweep's grid with no successful record are
     listed on the figure and here; they do not stop the plot. Points measured not causal

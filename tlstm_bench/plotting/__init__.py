@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..results.frame import read_frame
 from ..results.store import workspace
+from .curves import draw_curves
 from .figures import TaskFigure, draw_task, several_implementations
 from .grid import sweep_file_grid
 from .tables import write_tables
@@ -53,5 +54,8 @@ def plot_results(sweeps: "list[str] | None" = None, *, out: "str | Path | None" 
             report.figures.append(draw_task(these, sweep, task, out, expected))
             if several_implementations(these):  # the paper's figure: each configuration's fastest
                 report.figures.append(draw_task(these, sweep, task, out, expected, fastest=True))
+            curves = draw_curves(these, sweep, task, out)  # every training run's evaluations
+            if curves is not None:
+                report.figures.append(curves)
     report.tables = write_tables(frame, out)
     return report

@@ -34,18 +34,8 @@ from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL, UNKNOWN_CAUSAL, WITHIN_SPREAD, unresolved_pairs
 from ..vocab import ANCHOR_NAMES, TIMED_PASS
 from .grid import cell_status
+from .styles import SPREAD, Palette, legend_text, legend_width
 
-# The seven configurations keep one colour and marker in every figure (SPEC section 6 order).
-CONFIG_STYLES = {
-    "slstm": ("black", "o"),
-    "2d": ("tab:blue", "s"),
-    "2d-m": ("tab:cyan", "v"),
-    "2d-f": ("tab:green", "^"),
-    "3d": ("tab:red", "D"),
-    "3d-ln": ("tab:purple", "P"),
-    "3d-cn": ("tab:orange", "*"),
-}
-OTHER_COLOURS = ("tab:brown", "tab:pink", "tab:olive", "tab:gray", "darkblue", "darkgreen")
 IMPLEMENTATION_STYLES = ("-", "--", ":", "-.")
 # Where each line names its implementation (the fastest-implementation figure), its style follows the
 # name, so one configuration's implementations differ in every panel (the tLSTM's four on a GPU,
@@ -60,9 +50,6 @@ TASK_TITLES = {
     "mnist": "Sequential MNIST",
     "pmnist": "Sequential pMNIST",
 }
-# x shift per configuration, as a fraction of the smallest gap between a panel's depths: the
-# seven configurations spread over +-0.18 of it, so equal values (two lines at 100%) stay apart.
-DODGE = 0.06
 # A runtime cell with at most this many repeats shows each repeat (a dot), not its quartiles.
 SMALL_N = 5
 NOTE_CHARS_PER_INCH = 12  # the missing-cells note is wrapped to the figure's width
@@ -91,8 +78,9 @@ class _Lines:
     """The legend's handles, and which (config, depth) points are measured not causal."""
 
     causal: dict[tuple[str, int], "bool | None"]
+    palette: Palette = field(default_factory=lambda: Palette([]))  # every line's colour, marker, x offset
     handles: dict[str, Line2D] = field(default_factory=dict)
-    dodge: float = DODGE  # this panel's x shift per configuration (depth units)
+    gap: float = 1.0  # this panel's smallest gap between depths: the unit of the x offsets
     named: set = field(default_factory=set)  # configurations timed with several implementations (any panel)
 
     def mark(self, config: str) -> str:
@@ -131,7 +119,7 @@ def draw_task(rows: pd.DataFrame, sweep: str, task: str, out: Path,
     """
     fig, result = task_figure(rows, sweep, task, expected, fastest=fastest)
     if fig is not None:
-        result.paths = _save(fig, out, figure_name(sweep, task) + ("-fastest" if fastest else ""))
+        result.paths = save(fig, out, figure_name(sweep, task) + ("-fastest" if fastest else ""))
     return result
 
 
@@ -152,7 +140,7 @@ def task_figure(rows: pd.DataFrame, sweep: str, task: str,
     statuses = _cell_statuses(result, train, runtime, expected or {})
     if fastest:  # the figure of every implementation lists what is missing or failed
         result.missing, result.failed = [], []
-    lines = _Lines(causal_cells(rows[rows["status"] == "ok"]))
+    lines = _Lines(causal_cells(rows[rows["status"] == "ok"]), Palette(rows["config"]))
     timed = runtime[runtime["status"] == "ok"]
     lines.named = {c for c, part in _by_config(timed) if line_names(part).nunique() > 1} if len(timed) else set()
     _list_causality(result, train, runtime)
@@ -226,7 +214,7 @@ def _draw_panel(ax, panel: str, part: pd.DataFrame, lines: "_Lines", statuses: d
                 name_all: bool = False) -> None:
     kind = "runtime" if panel == "runtime" else "train"
     depths = sorted(set(statuses[kind].depths))
-    lines.dodge = DODGE * (float(np.diff(depths).min()) if len(depths) > 1 else 1.0)
+    lines.gap = float(np.diff(depths).min()) if len(depths) > 1 else 1.0
     if panel == "runtime":
         _runtime_panel(ax, part, lines, name_all=name_all)
     elif panel == "samples":
@@ -236,7 +224,7 @@ def _draw_panel(ax, panel: str, part: pd.DataFrame, lines: "_Lines", statuses: d
     ax.set_xlabel(depth_label(kind, depths))
     ax.xaxis.set_major_locator(FixedLocator(depths))
     if depths:
-        pad = max(0.3, 0.06 * (depths[-1] - depths[0])) + 3.5 * lines.dodge  # room for the dodged points
+        pad = max(0.3, 0.06 * (depths[-1] - depths[0])) + (SPREAD / 2 + 0.06) * lines.gap  # the dodged points
         ax.set_xlim(depths[0] - pad, depths[-1] + pad)
     ax.grid(True, alpha=0.3)
 
@@ -247,15 +235,9 @@ def _legend(fig: Figure, lines: "_Lines", result: TaskFigure) -> None:
     result.lines = sorted(handles, key=lambda label: config_order(label.split(" ")[0].rstrip(NOT_CAUSAL + UNKNOWN_CAUSAL))
                           + (label,))
     if handles:
-        fig.legend([handles[k] for k in result.lines], result.lines, loc="outside right upper", fontsize="small",
+        fig.legend([handles[k] for k in result.lines], [legend_text(k) for k in result.lines], loc="outside right upper",
+                   fontsize="small",
                    title="configuration")
-
-
-def legend_width(labels: list[str]) -> float:
-    """Inches the legend takes beside the panels: its longest label at the small font (about
-    0.07 inch a character) and the line sample, at least the 1.6 inches of the short names (a
-    fixed width let ``lstm (not in the paper) (nn.LSTM)`` run over the title)."""
-    return max(1.6, 0.75 + 0.07 * max((len(label) for label in labels), default=0))
 
 
 def _panel_names(panels: list, train: pd.DataFrame) -> str:
@@ -270,7 +252,7 @@ def _devices(train: pd.DataFrame, runtime: pd.DataFrame) -> str:
             else "; ".join(f"{kind}: {line}" for kind, line in devices.items()))
 
 
-def _save(fig: Figure, out: Path, name: str) -> list[Path]:
+def save(fig: Figure, out: Path, name: str) -> list[Path]:
     """The figure as PNG and PDF, without dates in them (the same records give the same files)."""
     out.mkdir(parents=True, exist_ok=True)
     return save_figure(fig, out / name)
@@ -347,8 +329,8 @@ def _unsolved_points(ax, rows: pd.DataFrame, lines: _Lines) -> list[float]:
     caps = []
     for config, part in _by_config(rows):
         most = part.groupby("depth")["_ran"].max()
-        x = _dodged(config, None, "-", most.index.to_numpy(dtype=float), lines.dodge)
-        colour, marker = _style(config)
+        x = _dodged(lines, config, None, "-", most.index.to_numpy(dtype=float))
+        colour, marker = lines.palette.style(config)
         ax.scatter(x, most.to_numpy(), marker=marker, s=36, facecolors="white", edgecolors=colour,
                    linewidths=1.3, zorder=4)
         _ring(ax, lines, config, most.index.to_numpy(), x, most.to_numpy())
@@ -450,9 +432,9 @@ def spread_caption(counts: list[int], bars: bool) -> str:
 
 def _repeat_dots(ax, lines: _Lines, config: str, implementation, style: str, dots: dict) -> None:
     """Each repeat of a small runtime cell as a small dot beside its median."""
-    colour, _ = _style(config)
+    colour, _ = lines.palette.style(config)
     for depth, samples in dots.items():
-        x = _dodged(config, implementation, style, np.array([float(depth)]), lines.dodge)[0]
+        x = _dodged(lines, config, implementation, style, np.array([float(depth)]))[0]
         ax.scatter([x] * len(samples), samples, s=9, color=colour, alpha=0.55, linewidths=0, zorder=3)
 
 
@@ -496,16 +478,11 @@ def _by_config(rows: pd.DataFrame):
         yield config, rows[rows["config"] == config]
 
 
-def _style(config: str) -> tuple[str, str]:
-    if config in CONFIG_STYLES:
-        return CONFIG_STYLES[config]
-    return OTHER_COLOURS[sum(map(ord, config)) % len(OTHER_COLOURS)], "X"
-
-
-def _dodged(config: str, implementation, style: str, x: np.ndarray, dodge: float) -> np.ndarray:
-    """x shifted by the configuration's rank (the paper's order), so equal values stay apart."""
-    rank = config_order(config)[0] + (0.5 if implementation and style != "-" else 0.0)
-    return x + (rank - 3) * dodge
+def _dodged(lines: _Lines, config: str, implementation, style: str, x: np.ndarray) -> np.ndarray:
+    """x shifted by the line's rank in the figure, so equal values stay apart; a configuration's
+    second implementation (not a solid line) half a rank further."""
+    half = 0.5 * lines.palette.step if implementation and style != "-" else 0.0
+    return x + (lines.palette.offset(config) + half) * lines.gap
 
 
 def _ring(ax, lines: _Lines, config: str, depths, x, y) -> None:
@@ -517,12 +494,12 @@ def _ring(ax, lines: _Lines, config: str, depths, x, y) -> None:
 
 
 def _line(ax, lines: _Lines, config, implementation, x, y, err, *, style="-") -> None:
-    colour, marker = _style(config)
+    colour, marker = lines.palette.style(config)
     anchor = " (not in the paper)" if config in ANCHOR_NAMES else ""  # the untied stacked LSTM
     label = config + lines.mark(config) + anchor + (f" ({implementation})" if implementation else "")
     order = np.argsort(x)
     depths, y = x[order], y[order]
-    x = _dodged(config, implementation, style, depths.astype(float), lines.dodge)
+    x = _dodged(lines, config, implementation, style, depths.astype(float))
     if err is not None:
         err = err[..., order]
     container = ax.errorbar(x, y, yerr=err, color=colour, marker=marker, linestyle=style, capsize=3,

@@ -1,0 +1,153 @@
+"""Learning curves: every training run's evaluations against the samples it had seen.
+
+The paper's figures give one number a run (the final metric, the samples to solve). Whether a
+run stopped at its cap while still learning, or sat at chance from the start, is in the curve
+that each record keeps (``history``: one entry an evaluation, the test metric on the online
+tasks, the validation metric on the others). One panel per depth, one line per configuration
+and seed (a configuration's seeds in its colour); a run ends in its marker, filled where it
+solved the task, hollow where it stopped without. Written beside the task's figure as
+``<sweep>-<task>-curves``.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter
+
+from ..results.frame import config_order
+from ..results.view import NOT_CAUSAL
+from .figures import TASK_TITLES, TaskFigure, device_line, figure_name, save
+from .styles import Palette, legend_text, legend_width
+
+PANEL_W, PANEL_H = 3.6, 3.0  # inches a panel
+MAX_COLUMNS = 4
+MIN_WIDTH = 6.0  # inches for the panels, however few
+TITLE_CHARS_PER_INCH = 10  # at the title's medium font
+
+
+def draw_curves(rows: pd.DataFrame, sweep: str, task: str, out: Path) -> "TaskFigure | None":
+    """Draw the learning curves of one sweep and task (PNG and PDF) into ``out``; None when no
+    training record of theirs kept an evaluation."""
+    train = rows[rows["kind"] == "train"]
+    runs = curve_runs(train)
+    if not len(runs):
+        return None
+    fig = curves_figure(runs, f"{TASK_TITLES.get(task, task)} (sweep '{sweep}')", device_line(runs))
+    result = TaskFigure(sweep, f"{task} (learning curves)", lines=sorted(runs["config"].unique(), key=config_order))
+    result.paths = save(fig, out, figure_name(sweep, task) + "-curves")
+    return result
+
+
+def curve_runs(train: pd.DataFrame) -> pd.DataFrame:
+    """The successful training records that kept at least one evaluation."""
+    if not len(train) or "history" not in train:
+        return train.iloc[0:0]
+    kept = train["history"].map(lambda h: isinstance(h, list) and any(_point(e) for e in h))
+    return train[(train["status"] == "ok") & kept]
+
+
+def curves_figure(train: pd.DataFrame, title: str, device: str) -> "Figure | None":
+    """The learning-curve figure of these training records (None: no record kept a curve).
+    ``title``: what the records are ('Memorization (sweep q)'); ``device``: the machine line."""
+    runs = curve_runs(train)
+    if not len(runs):
+        return None
+    depths = sorted({int(d) for d in runs["depth"].dropna()})
+    palette = Palette(runs["config"])
+    scale = 100.0 if _accuracy(runs) and _fractions(runs) else 1.0
+    labels = _labels(runs)
+    columns = min(len(depths), MAX_COLUMNS)
+    rows = math.ceil(len(depths) / columns)
+    panels = max(MIN_WIDTH, PANEL_W * columns)  # inches; the title wraps to it, centred over the panels
+    fig = Figure(figsize=(panels + legend_width(list(labels.values())), PANEL_H * rows + 1.0), layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False, sharey=True).ravel()
+    handles = {}
+    for ax, depth in zip(axes, depths):
+        for config, part in sorted(runs[runs["depth"] == depth].groupby("config"), key=lambda g: config_order(g[0])):
+            for k, (_, record) in enumerate(part.sort_values("seed").iterrows()):
+                _draw_run(ax, record, palette.style(config), scale, faint=k > 0)
+            colour, marker = palette.style(config)
+            handles.setdefault(labels[config], Line2D([], [], color=colour, marker=marker, linewidth=1.2))
+        _axes(ax, runs, depth, scale)
+    for ax in axes[len(depths):]:
+        ax.axis("off")
+    order = sorted(handles, key=lambda label: config_order(label.rstrip(NOT_CAUSAL)))
+    fig.legend([handles[k] for k in order], [legend_text(k) for k in order], loc="outside right upper",
+               fontsize="small", title="configuration")
+    seeds = "one line a seed; " if runs.groupby(["config", "depth"]).size().max() > 1 else ""
+    ends = "a run ends in its marker, filled if it solved the task" if _accuracy(runs) else ""
+    marked = f"; {NOT_CAUSAL} measured not causal (it sees later inputs): not comparable" \
+        if any(label.endswith(NOT_CAUSAL) for label in labels.values()) else ""
+    parts = (f"{title}: {_what(runs)} during training", device, f"{seeds}{ends}{marked}".strip("; "))
+    text = "\n".join(textwrap.fill(t, int(panels * TITLE_CHARS_PER_INCH), break_on_hyphens=False)
+                     for t in parts if t)
+    fig.suptitle(text, fontsize="medium", x=panels / 2 / fig.get_figwidth())
+    return fig
+
+
+def _draw_run(ax, record: pd.Series, style: tuple[str, str], scale: float, *, faint: bool) -> None:
+    """One run's curve, ending in its marker: filled if it solved the task, hollow if not."""
+    colour, marker = style
+    points = [p for p in map(_point, record["history"]) if p]
+    x = np.array([p[0] for p in points], dtype=float)
+    y = np.array([p[1] for p in points], dtype=float) * scale
+    ax.plot(x, y, color=colour, linewidth=1.2, alpha=0.55 if faint else 0.95)
+    solved = isinstance(record.get("solved"), (bool, np.bool_)) and bool(record.get("solved"))
+    ax.scatter([x[-1]], [y[-1]], marker=marker, s=34, zorder=4, edgecolors=colour, linewidths=1.2,
+               facecolors=colour if solved else "white")
+
+
+def _axes(ax, runs: pd.DataFrame, depth: int, scale: float) -> None:
+    ax.set_title(f"L = {depth}", fontsize="small")
+    units = runs["sample_unit"].dropna().astype(str).unique() if "sample_unit" in runs else []
+    ax.set_xlabel(f"training {units[0] if len(units) == 1 else 'sample'}s seen")
+    ax.set_xlim(left=0)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1000:g}K" if v >= 1000 else f"{v:g}"))
+    ax.grid(True, alpha=0.3)
+    if _accuracy(runs):
+        ax.axhline(100.0 if scale == 100.0 else 1.0, color="gray", linestyle=":", linewidth=1)
+        ax.set_ylim(-4.0 if scale == 100.0 else -0.04, 104.0 if scale == 100.0 else 1.04)
+    if ax.get_subplotspec().is_first_col():
+        ax.set_ylabel(_what(runs) + (" (%)" if scale == 100.0 else ""))
+
+
+def _point(entry) -> "tuple[float, float] | None":
+    """(samples, metric) of one evaluation, or None where either is missing or not finite."""
+    if not isinstance(entry, dict):
+        return None
+    x, y = entry.get("samples"), entry.get("metric")
+    if not isinstance(x, (int, float)) or not isinstance(y, (int, float)) or not math.isfinite(y):
+        return None
+    return float(x), float(y)
+
+
+def _labels(runs: pd.DataFrame) -> dict[str, str]:
+    """config -> its legend label, marked where a run of it is measured not causal."""
+    noncausal = set(runs.loc[runs["causal"].map(lambda v: v is False or v is np.False_), "config"]) \
+        if "causal" in runs else set()
+    return {c: c + (NOT_CAUSAL if c in noncausal else "") for c in runs["config"].unique()}
+
+
+def _what(runs: pd.DataFrame) -> str:
+    """'test accuracy' (online tasks: the curve is the test set's) or 'validation BPC'."""
+    names = runs["metric"].dropna().astype(str).unique()
+    metric = {"bpc": "BPC"}.get(names[0], names[0]) if len(names) else "metric"
+    online = runs["valid_metric"].isna().all() if "valid_metric" in runs else True
+    return f"{'test' if online else 'validation'} {metric}"
+
+
+def _accuracy(runs: pd.DataFrame) -> bool:
+    return set(runs["metric"].dropna().astype(str)) == {"accuracy"}
+
+
+def _fractions(runs: pd.DataFrame) -> bool:
+    """Whether the curves hold fractions (every metric <= 1), shown in %."""
+    values = [p[1] for h in runs["history"] for p in map(_point, h) if p]
+    return bool(values) and max(values) <= 1.0
