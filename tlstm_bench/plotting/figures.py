@@ -34,7 +34,7 @@ from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL, UNKNOWN_CAUSAL, WITHIN_SPREAD, unresolved_pairs
 from ..vocab import ANCHOR_NAMES, TIMED_PASS
 from .grid import cell_status
-from .styles import SPREAD, Palette, legend_text, legend_width
+from .styles import SPREAD, STEP, Palette, legend_text, legend_width
 
 IMPLEMENTATION_STYLES = ("-", "--", ":", "-.")
 # Where each line names its implementation (the fastest-implementation figure), its style follows the
@@ -224,7 +224,7 @@ def _draw_panel(ax, panel: str, part: pd.DataFrame, lines: "_Lines", statuses: d
     ax.set_xlabel(depth_label(kind, depths))
     ax.xaxis.set_major_locator(FixedLocator(depths))
     if depths:
-        pad = max(0.3, 0.06 * (depths[-1] - depths[0])) + (SPREAD / 2 + 0.06) * lines.gap  # the dodged points
+        pad = max(0.3, 0.06 * (depths[-1] - depths[0])) + (SPREAD / 2 + STEP) * lines.gap  # the dodged points
         ax.set_xlim(depths[0] - pad, depths[-1] + pad)
     ax.grid(True, alpha=0.3)
 
@@ -235,9 +235,8 @@ def _legend(fig: Figure, lines: "_Lines", result: TaskFigure) -> None:
     result.lines = sorted(handles, key=lambda label: config_order(label.split(" ")[0].rstrip(NOT_CAUSAL + UNKNOWN_CAUSAL))
                           + (label,))
     if handles:
-        fig.legend([handles[k] for k in result.lines], [legend_text(k) for k in result.lines], loc="outside right upper",
-                   fontsize="small",
-                   title="configuration")
+        fig.legend([handles[k] for k in result.lines], [legend_text(k) for k in result.lines],
+                   loc="outside right upper", fontsize="small", title="configuration")
 
 
 def _panel_names(panels: list, train: pd.DataFrame) -> str:
