@@ -436,3 +436,15 @@ def test_learning_curves_are_drawn_one_panel_a_depth_one_line_a_run(tmp_path):
 
 def test_no_curves_figure_without_evaluations(report):
     assert not any("learning curves" in f.task for f in report.figures)  # the synthetic records keep none
+
+
+def test_curves_of_a_task_with_a_validation_set_say_so_and_claim_no_solve(tmp_path):
+    """MNIST's curve is its validation accuracy, and no run 'solves' it: the title says neither."""
+    from tlstm_bench.plotting.curves import _count, curves_figure
+
+    curves_store(tmp_path / "store")
+    frame = read_frame("search", root=tmp_path / "store").assign(valid_metric=0.5, solved=False, task="mnist")
+    fig = curves_figure(frame, "Sequential MNIST", "test-cpu")
+    assert fig.axes[0].get_ylabel() == "validation accuracy (%)"
+    assert "solved" not in fig._suptitle.get_text()
+    assert [_count(v) for v in (750, 1500, 60000, 2.4e6)] == ["750", "1.5K", "60K", "2.4M"]

@@ -82,7 +82,7 @@ def curves_figure(train: pd.DataFrame, title: str, device: str) -> "Figure | Non
     fig.legend([handles[k] for k in order], [legend_text(k) for k in order], loc="outside right upper",
                fontsize="small", title="configuration")
     seeds = "one line a seed; " if runs.groupby(["config", "depth"]).size().max() > 1 else ""
-    ends = "a run ends in its marker, filled if it solved the task" if _accuracy(runs) else ""
+    ends = "a run ends in its marker, filled if it solved the task" if _solvable(runs) else ""
     marked = f"; {NOT_CAUSAL} measured not causal (it sees later inputs): not comparable" \
         if any(label.endswith(NOT_CAUSAL) for label in labels.values()) else ""
     parts = (f"{title}: {_what(runs)} during training", device, f"{seeds}{ends}{marked}".strip("; "))
@@ -109,13 +109,21 @@ def _axes(ax, runs: pd.DataFrame, depth: int, scale: float) -> None:
     units = runs["sample_unit"].dropna().astype(str).unique() if "sample_unit" in runs else []
     ax.set_xlabel(f"training {units[0] if len(units) == 1 else 'sample'}s seen")
     ax.set_xlim(left=0)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1000:g}K" if v >= 1000 else f"{v:g}"))
+    ax.xaxis.set_major_formatter(FuncFormatter(_count))
     ax.grid(True, alpha=0.3)
     if _accuracy(runs):
         ax.axhline(100.0 if scale == 100.0 else 1.0, color="gray", linestyle=":", linewidth=1)
         ax.set_ylim(-4.0 if scale == 100.0 else -0.04, 104.0 if scale == 100.0 else 1.04)
     if ax.get_subplotspec().is_first_col():
         ax.set_ylabel(_what(runs) + (" (%)" if scale == 100.0 else ""))
+
+
+def _count(value: float, _position=None) -> str:
+    """An axis count, short: 750, 1.5K, 60K, 2.4M."""
+    for size, suffix in ((1e6, "M"), (1e3, "K")):
+        if abs(value) >= size:
+            return f"{value / size:g}{suffix}"
+    return f"{value:g}"
 
 
 def _point(entry) -> "tuple[float, float] | None":
@@ -139,8 +147,17 @@ def _what(runs: pd.DataFrame) -> str:
     """'test accuracy' (online tasks: the curve is the test set's) or 'validation BPC'."""
     names = runs["metric"].dropna().astype(str).unique()
     metric = {"bpc": "BPC"}.get(names[0], names[0]) if len(names) else "metric"
-    online = runs["valid_metric"].isna().all() if "valid_metric" in runs else True
-    return f"{'test' if online else 'validation'} {metric}"
+    return f"{'test' if _online(runs) else 'validation'} {metric}"
+
+
+def _online(runs: pd.DataFrame) -> bool:
+    """Whether the runs are of an online task (addition, memorization): no validation set, the
+    curve is the test set's, and a run that reaches 100% has solved it."""
+    return runs["valid_metric"].isna().all() if "valid_metric" in runs else True
+
+
+def _solvable(runs: pd.DataFrame) -> bool:
+    return _online(runs) and _accuracy(runs)
 
 
 def _accuracy(runs: pd.DataFrame) -> bool:
