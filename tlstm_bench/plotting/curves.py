@@ -23,7 +23,8 @@ from matplotlib.ticker import FuncFormatter
 
 from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL
-from .figures import TASK_TITLES, TaskFigure, device_line, figure_name, save
+from .figures import (TASK_TITLES, TaskFigure, accuracy_scale, causal_cells, device_line, figure_name,
+                      is_accuracy, metric_label, save)
 from .styles import Palette, legend_text, legend_width
 
 PANEL_W, PANEL_H = 3.6, 3.0  # inches a panel
@@ -39,7 +40,7 @@ def draw_curves(rows: pd.DataFrame, sweep: str, task: str, out: Path) -> "TaskFi
     runs = curve_runs(train)
     if not len(runs):
         return None
-    fig = curves_figure(runs, f"{TASK_TITLES.get(task, task)} (sweep '{sweep}')", device_line(runs))
+    fig = _figure(runs, f"{TASK_TITLES.get(task, task)} (sweep '{sweep}')", device_line(runs))
     result = TaskFigure(sweep, f"{task} (learning curves)", lines=sorted(runs["config"].unique(), key=config_order))
     result.paths = save(fig, out, figure_name(sweep, task) + "-curves")
     return result
@@ -57,11 +58,15 @@ def curves_figure(train: pd.DataFrame, title: str, device: str) -> "Figure | Non
     """The learning-curve figure of these training records (None: no record kept a curve).
     ``title``: what the records are ('Memorization (sweep q)'); ``device``: the machine line."""
     runs = curve_runs(train)
-    if not len(runs):
-        return None
+    return _figure(runs, title, device) if len(runs) else None
+
+
+def _figure(runs: pd.DataFrame, title: str, device: str) -> Figure:
+    """The figure of runs that each kept a curve (:func:`curve_runs`)."""
     depths = sorted({int(d) for d in runs["depth"].dropna()})
     palette = Palette(runs["config"])
-    scale = 100.0 if _accuracy(runs) and _fractions(runs) else 1.0
+    scale = accuracy_scale(pd.Series([p[1] for h in runs["history"] for p in map(_point, h) if p])) \
+        if is_accuracy(runs) else 1.0
     labels = _labels(runs)
     columns = min(len(depths), MAX_COLUMNS)
     rows = math.ceil(len(depths) / columns)
@@ -111,7 +116,7 @@ def _axes(ax, runs: pd.DataFrame, depth: int, scale: float) -> None:
     ax.set_xlim(left=0)
     ax.xaxis.set_major_formatter(FuncFormatter(_count))
     ax.grid(True, alpha=0.3)
-    if _accuracy(runs):
+    if is_accuracy(runs):
         ax.axhline(100.0 if scale == 100.0 else 1.0, color="gray", linestyle=":", linewidth=1)
         ax.set_ylim(-4.0 if scale == 100.0 else -0.04, 104.0 if scale == 100.0 else 1.04)
     if ax.get_subplotspec().is_first_col():
@@ -138,16 +143,13 @@ def _point(entry) -> "tuple[float, float] | None":
 
 def _labels(runs: pd.DataFrame) -> dict[str, str]:
     """config -> its legend label, marked where a run of it is measured not causal."""
-    noncausal = set(runs.loc[runs["causal"].map(lambda v: v is False or v is np.False_), "config"]) \
-        if "causal" in runs else set()
+    noncausal = {config for (config, _), causal in causal_cells(runs).items() if causal is False}
     return {c: c + (NOT_CAUSAL if c in noncausal else "") for c in runs["config"].unique()}
 
 
 def _what(runs: pd.DataFrame) -> str:
     """'test accuracy' (online tasks: the curve is the test set's) or 'validation BPC'."""
-    names = runs["metric"].dropna().astype(str).unique()
-    metric = {"bpc": "BPC"}.get(names[0], names[0]) if len(names) else "metric"
-    return f"{'test' if _online(runs) else 'validation'} {metric}"
+    return f"{'test' if _online(runs) else 'validation'} {metric_label(runs)}"
 
 
 def _online(runs: pd.DataFrame) -> bool:
@@ -157,14 +159,4 @@ def _online(runs: pd.DataFrame) -> bool:
 
 
 def _solvable(runs: pd.DataFrame) -> bool:
-    return _online(runs) and _accuracy(runs)
-
-
-def _accuracy(runs: pd.DataFrame) -> bool:
-    return set(runs["metric"].dropna().astype(str)) == {"accuracy"}
-
-
-def _fractions(runs: pd.DataFrame) -> bool:
-    """Whether the curves hold fractions (every metric <= 1), shown in %."""
-    values = [p[1] for h in runs["history"] for p in map(_point, h) if p]
-    return bool(values) and max(values) <= 1.0
+    return _online(runs) and is_accuracy(runs)

@@ -174,7 +174,7 @@ def _panels(train: pd.DataFrame, runtime: pd.DataFrame) -> list[tuple[str, pd.Da
     panels = []
     if len(train):
         panels.append(("metric", train))
-        if _is_accuracy(train) and _solved(train).any():  # else the panel would hold nothing
+        if is_accuracy(train) and _solved(train).any():  # else the panel would hold nothing
             panels.append(("samples", train))
     for _, part in runtime_sizes(runtime):  # one panel per model size (M = 100, 10M, ...)
         panels.append(("runtime", part))
@@ -205,7 +205,7 @@ def _cell_statuses(result: TaskFigure, train: pd.DataFrame, runtime: pd.DataFram
     for kind, status in statuses.items():
         result.missing += [f"{kind} {c} L={d}" for c, d in status.missing]
         result.failed += [f"{kind} {c} L={d}: {status.errors[c, d]}" for c, d in status.failed]
-    if len(train) and _is_accuracy(train):
+    if len(train) and is_accuracy(train):
         result.unsolved = unsolved_cells(train)
     return statuses
 
@@ -240,7 +240,7 @@ def _legend(fig: Figure, lines: "_Lines", result: TaskFigure) -> None:
 
 
 def _panel_names(panels: list, train: pd.DataFrame) -> str:
-    names = {"metric": _metric_label(train) if len(train) else "", "samples": "samples to solve", "runtime": "runtime"}
+    names = {"metric": metric_label(train) if len(train) else "", "samples": "samples to solve", "runtime": "runtime"}
     shown = list(dict.fromkeys(names[panel] for panel, _ in panels))  # a runtime panel per size: one name
     return ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else shown[0]
 
@@ -270,7 +270,7 @@ def _list_causality(result: TaskFigure, train: pd.DataFrame, runtime: pd.DataFra
 def _metric_panel(ax, rows: pd.DataFrame, lines: _Lines) -> None:
     ok = rows[rows["status"] == "ok"]
     column = "test_metric" if ok["test_metric"].notna().any() else "valid_metric"
-    accuracy = _is_accuracy(rows)
+    accuracy = is_accuracy(rows)
     scale = accuracy_scale(ok[column]) if accuracy else 1.0
     seeds = False
     for config, part in _by_config(ok):
@@ -288,8 +288,8 @@ def _metric_panel(ax, rows: pd.DataFrame, lines: _Lines) -> None:
         ax.set_ylabel(f"{split} accuracy (%)")
         ax.set_title("accuracy (higher is better)" + (", mean $\\pm$ sd over seeds" if seeds else ""), fontsize="small")
     else:
-        ax.set_ylabel(f"{split} {_metric_label(rows)}")
-        ax.set_title(f"{_metric_label(rows)} (lower is better)" + (", mean $\\pm$ sd over seeds" if seeds else ""),
+        ax.set_ylabel(f"{split} {metric_label(rows)}")
+        ax.set_title(f"{metric_label(rows)} (lower is better)" + (", mean $\\pm$ sd over seeds" if seeds else ""),
                      fontsize="small")
     _empty_note(ax, ok, column)
 
@@ -519,7 +519,7 @@ def _solved(rows: pd.DataFrame) -> pd.Series:
 
 def _unsolved_note(train: pd.DataFrame, result: TaskFigure) -> "str | None":
     """When no cell solved an algorithmic task: say so (the samples panel is left out)."""
-    if not len(train) or not _is_accuracy(train) or _solved(train).any() or not result.unsolved:
+    if not len(train) or not is_accuracy(train) or _solved(train).any() or not result.unsolved:
         return None
     ran = pd.to_numeric(train.loc[train["status"] == "ok", "samples_seen"], errors="coerce").dropna()
     within = f" within {int(ran.max()):,} samples" if len(ran) else ""
@@ -550,7 +550,7 @@ def _empty_note(ax, rows, column, text="no successful cells") -> None:
         ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="firebrick")
 
 
-def _is_accuracy(rows: pd.DataFrame) -> bool:
+def is_accuracy(rows: pd.DataFrame) -> bool:
     return _metric_name(rows) == "accuracy"
 
 
@@ -559,7 +559,7 @@ def _metric_name(rows: pd.DataFrame) -> str:
     return names[0] if len(names) else "metric"
 
 
-def _metric_label(rows: pd.DataFrame) -> str:
+def metric_label(rows: pd.DataFrame) -> str:
     return {"bpc": "BPC"}.get(_metric_name(rows), _metric_name(rows))
 
 
