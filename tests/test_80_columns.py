@@ -268,6 +268,37 @@ def test_train_ends_within_80_columns(tmp_path):
                      result.output), result.output
 
 
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "piped"])
+def test_a_bar_piped_into_a_log_writes_a_line_a_minute(terminal, monkeypatch):
+    """A two-hour ``train`` under ``nohup`` wrote nothing to its log until it ended: a live bar
+    draws nothing when piped. Piped, it now says where it is, at most once every ``log_every``
+    seconds, named before its first line; a terminal's bar says that itself and gets no lines."""
+    import io
+
+    from rich.console import Console
+
+    from tlstm_bench.cli.render import Renderer
+    from tlstm_bench.events import Event
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    now = [1000.0]
+    out = io.StringIO()
+    console = Console(width=80, file=out, force_terminal=terminal, color_system=None)
+    with Renderer(console, log_every=60, clock=lambda: now[0]) as report:
+        report(Event("start", "3d-cn L=7 memorization", done=3000, total=172500))
+        for at, done in [(10, 3300), (61, 4500), (70, 4650), (122, 6000)]:
+            now[0] = 1000.0 + at
+            report(Event("advance", f"loss 4.1  test accuracy 0.0{done // 1500}", done=done, total=172500))
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("  ") and "/172,500" in line]
+    if terminal:
+        assert not lines
+        return
+    assert out.getvalue().splitlines()[:2] == ["3d-cn L=7 memorization", lines[0]]
+    # 1,500 samples of this run (it resumed at 3,000) in 61 s: the 168,000 left take ~1:53:52.
+    assert lines == ["  4,500/172,500  1:01 elapsed, ~1:53:52 left  loss 4.1  test accuracy 0.03",
+                     "  6,000/172,500  2:02 elapsed, ~1:52:51 left  loss 4.1  test accuracy 0.04"]
+
+
 def test_a_bar_stopped_short_of_its_total_shows_no_time_left():
     """A run that solves early ends its bar with its count and elapsed time; the time left it had
     (``~29:02 left``) stayed on the screen, frozen."""

@@ -2,14 +2,19 @@
 
 A ``start`` event opens a progress bar (the previous one, if any, is closed), ``advance``
 moves it and shows its status, ``end`` closes it, a ``note`` is printed above it as a log
-line, and ``status`` shows a transient line under a spinner. Use it as a context manager, so the bar and the
-spinner are closed however the work ends::
+line, and ``status`` shows a transient line under a spinner. Piped into a file (``nohup``, a batch
+job's log) a live bar draws nothing until it closes, so there a moving bar also writes a plain
+line (its count, times and status) at most every :data:`LOG_EVERY_S` seconds. Use it as a
+context manager, so the bar and the spinner are closed however the work ends::
 
     with Renderer(err_console) as report:
         train(settings, progress=report)
 """
 
 from __future__ import annotations
+
+import time
+from typing import Callable
 
 from rich.console import Console
 from rich.markup import escape
@@ -22,6 +27,8 @@ from .screen import can_show, keeps_lines_whole, wrap_words
 
 # How a note's first word is styled, by level; "detail" lines are dim as a whole.
 STYLES = {"info": "bold", "ok": "green", "warning": "yellow", "error": "bold red"}
+# Piped into a log, a moving bar writes a line at most this often (seconds).
+LOG_EVERY_S = 60.0
 
 
 def styled(event: Event) -> Text:
@@ -37,17 +44,30 @@ def styled(event: Event) -> Text:
 
 
 def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
+    minutes, secs = divmod(round(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def times(elapsed: float, done: int, completed: int, total: int | None, stopped: bool = False) -> str:
+    """``0:42 elapsed, ~1:10 left``: what is left from the average rate since the start (``done``
+    units in ``elapsed`` seconds; a resumed run counts only its own), none once ``stopped``."""
+    text = f"{_clock(elapsed)} elapsed"
+    if not stopped and total is not None and done > 0 and elapsed > 0:
+        text += f", ~{_clock(elapsed / done * (total - completed))} left"
+    return text
+
+
+def _count(done: float, total: float | None) -> str:
+    """``1,500/7,500``: the units done and the total, with thousands separators."""
+    return f"{int(done):,}/{'?' if total is None else f'{int(total):,}'}"
 
 
 class CountColumn(ProgressColumn):
     """``1,500/7,500``: the units done and the total, with thousands separators."""
 
     def render(self, task: Task) -> Text:
-        total = "?" if task.total is None else f"{int(task.total):,}"
-        return Text(f"{int(task.completed):,}/{total}")
+        return Text(_count(task.completed, task.total))
 
 
 class TimesColumn(ProgressColumn):
@@ -56,14 +76,9 @@ class TimesColumn(ProgressColumn):
     which has no estimate while a sweep waits for a cell that takes longer than that."""
 
     def render(self, task: Task) -> Text:
-        elapsed = task.elapsed or 0.0
-        done = task.completed - task.fields.get("first", 0)
-        text = f"{_clock(elapsed)} elapsed"
-        if task.finished or task.stop_time is not None:  # done, or stopped early (solved, interrupted)
-            return Text(text)
-        if task.total is not None and done > 0 and elapsed > 0:
-            text += f", ~{_clock(elapsed / done * (task.total - task.completed))} left"
-        return Text(text)
+        done = int(task.completed - task.fields.get("first", 0))
+        stopped = task.finished or task.stop_time is not None  # done, or stopped early (solved, interrupted)
+        return Text(times(task.elapsed or 0.0, done, int(task.completed), task.total, stopped))
 
 
 class _TwoLines(Progress):
@@ -83,11 +98,19 @@ class _TwoLines(Progress):
 class Renderer:
     """A reporter (``renderer(event)``) that draws on ``console``."""
 
-    def __init__(self, console: Console):
+    def __init__(self, console: Console, *, log_every: float = LOG_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic):
         self.console = console
         self.bar: Progress | None = None
         self.task = None
         self.spinner = None
+        # A log (not a terminal, not a notebook) gets plain lines: a live bar draws nothing there.
+        self.log_lines = not console.is_terminal and not console.is_jupyter
+        self.log_every = log_every
+        self.clock = clock
+        self._since: tuple[float, int, int | None] = (0.0, 0, None)   # the bar's start: time, count, total
+        self._logged = 0.0
+        self._name: str | None = None   # the bar's name, until a log line names it
 
     def __enter__(self) -> "Renderer":
         return self
@@ -109,13 +132,11 @@ class Renderer:
             self._start(event)
         elif event.kind == "advance" and self.bar is not None:
             self.bar.update(self.task, completed=event.done, status=escape(event.message))
+            if self.log_lines:
+                self._log(event)
         elif event.kind == "note":
             self._stop_spinner()
-            # In a terminal (or at a COLUMNS asked for) a long note wraps between words, never
-            # inside one; piped into a file or a log it stays one line, whole, for grep.
-            console = self.bar.console if self.bar is not None else self.console
-            text = styled(event) if keeps_lines_whole(console) else wrap_words(styled(event), console.width)
-            console.print(text, highlight=False, soft_wrap=True)
+            self._print(styled(event))
         elif event.kind == "end":
             self.close()
         elif event.kind == "status":
@@ -124,21 +145,46 @@ class Renderer:
                 self.spinner.start()
             self.spinner.update(Text(event.message))
 
+    def _print(self, text: Text) -> None:
+        """A log line above the bar. In a terminal (or at a COLUMNS asked for) a long line wraps
+        between words, never inside one; piped into a file or a log it stays whole, for grep."""
+        console = self.bar.console if self.bar is not None else self.console
+        console.print(text if keeps_lines_whole(console) else wrap_words(text, console.width),
+                      highlight=False, soft_wrap=True)
+
     def _start(self, event: Event) -> None:
         self.close()
         # The count and the times keep their width; a long name (a knob string) is cut instead.
         count = len(f"{event.total or 0:,}") * 2 + 1
-        times = len("0:00:00 elapsed, ~0:00:00 left")
-        room = max(8, self.console.width - count - times - 12)
+        clocks = len("0:00:00 elapsed, ~0:00:00 left")
+        room = max(8, self.console.width - count - clocks - 12)
         cut = "…" if can_show(self.console, "…") else "..."
         text = event.message if len(event.message) <= room else event.message[:room - len(cut)] + cut
         self.bar = _TwoLines(TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True)),
                              BarColumn(bar_width=None), CountColumn(table_column=Column(no_wrap=True, min_width=count)),
-                             TimesColumn(table_column=Column(no_wrap=True, min_width=times - 6)),
+                             TimesColumn(table_column=Column(no_wrap=True, min_width=clocks - 6)),
                              console=self.console, transient=False, expand=True)
         self.bar.start()
         self.task = self.bar.add_task(escape(text), total=event.total, completed=event.done or 0,
                                       status="", first=event.done or 0)
+        self._since = (self.clock(), event.done or 0, event.total)
+        self._logged = self._since[0]
+        self._name = event.message
+
+    def _log(self, event: Event) -> None:
+        """One plain line (count, times, status) if ``log_every`` seconds passed since the last;
+        before the first, the bar's name (a job shorter than that logs only its closed bar)."""
+        now = self.clock()
+        if event.done is None or now - self._logged < self.log_every:
+            return
+        self._logged = now
+        if self._name is not None:
+            self._print(Text(self._name))
+            self._name = None
+        start, first, total = self._since
+        total = event.total if event.total is not None else total
+        line = f"  {_count(event.done, total)}  {times(now - start, event.done - first, event.done, total)}"
+        self._print(Text(line + (f"  {event.message}" if event.message else "")))
 
     def _stop_spinner(self) -> None:
         if self.spinner is not None:
