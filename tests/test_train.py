@@ -402,6 +402,29 @@ def test_a_train_command_killed_and_run_again_leaves_exactly_one_record(tmp_path
     assert _records(results) == [path] and path.read_bytes() == written
 
 
+def test_a_train_command_sent_sigterm_stops_as_on_ctrl_c_and_resumes(tmp_path):
+    """``kill``, ``scancel`` or a batch job's time limit send SIGTERM: `train` died mid-line with no
+    word of where to resume. It now stops as on Ctrl-C: the note, exit 130, no record; run again,
+    it resumes from the checkpoint and finishes."""
+    results, ck = tmp_path / "res", tmp_path / "ck"
+    args = [*SMALL_RUN, "--eval-every", str(15 * 40), "--checkpoint-every", str(15 * 40), "--checkpoint-dir", str(ck),
+            "--results-dir", str(results)]
+    proc = subprocess.Popen([sys.executable, "-m", "tlstm_bench", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not checkpoint_path(ck).exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted at sample" in err and "by running the same command again" in err
+    assert not _records(results)
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0 and "resuming from checkpoint" in again.output, again.output
+    (path,) = _records(results)
+    assert json.loads(path.read_bytes())["samples_seen"] == 15 * 240
+
+
 def test_a_run_stopped_between_its_final_checkpoint_and_its_record_writes_it_once(tmp_path):
     results, ck = tmp_path / "res", tmp_path / "ck"
     args = [*SMALL_RUN, "--eval-every", str(15 * 80), "--checkpoint-dir", str(ck), "--results-dir", str(results)]

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import UserError
+from ..errors import UserError, term_interrupts
 from ..vocab import DEFAULT_PRECISION, DEVICES, LEARNING_RATE, PRECISIONS, TASK_NAMES
 from .app import ResultsDir, app, console, err_console, fail, handles_user_errors
 from .render import Renderer
@@ -80,7 +80,7 @@ def train(
     and it does nothing if that record is there (and resumes from --checkpoint-dir if it is not).
     Exits 1 if the run failed (NaN or infinite loss; the failed record is still saved) or its
     record could not be written (it is kept elsewhere; the message says where), 2 on bad input,
-    130 when interrupted (rerun with the same --checkpoint-dir to resume).
+    130 when interrupted by Ctrl-C or SIGTERM (rerun with the same --checkpoint-dir to resume).
     """
     from .. import training
     from ..results import workspace
@@ -99,7 +99,7 @@ def train(
         task_options={"digits": digits, "symbols": symbols, "alphabet": alphabet, "seq_len": seq_len,
                       "source": source, "perm_seed": perm_seed, "path": data})
     try:
-        with Renderer(err_console) as report:
+        with term_interrupts(), Renderer(err_console) as report:
             record = training.train(settings, progress=report, on_start=lambda run: _skip_if_recorded(folder.store, run))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

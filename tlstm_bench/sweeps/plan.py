@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import checks
-from ..errors import UserError
+from ..errors import UserError, term_interrupts
 from ..events import Progress, note, reporter
 from ..results import store
 from ..results.provenance import code_version
 from ..vocab import DEFAULT_DTYPE, parse_device
 from .cell import DEFAULT_CELL_FN
 from .grid import Cell, expand, left_out, parse_filters, select
-from .runner import DONE, FAILED, Outcome, Summary, cell_state, run_local, term_interrupts, wait_elsewhere
+from .runner import DONE, FAILED, Outcome, Summary, cell_state, run_local, wait_elsewhere
 from .slurm import SlurmOptions, run_slurm
 from .spec import SweepSpec, check_device_here, load_spec
 

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import disk_problem, fresh_file, pid_alive, read_regular_text
-from ..errors import UserError
+from ..errors import UserError, term_interrupts
 from ..events import Event, Reporter, note, silent
 from ..results import store
 from . import lock as locks
@@ -433,22 +433,6 @@ def outcome_note(outcome: Outcome) -> Event | None:
     where = " (by another run)" if outcome.state.startswith("elsewhere") else f" ({outcome.wall_time_s:.1f} s)"
     extra = f" [{outcome.note}]" if outcome.note else ""
     return Event("note", f"{mark} {outcome.cell.label()}{where}: {_describe(outcome)}{extra}", level=level)
-
-
-@contextlib.contextmanager
-def term_interrupts():
-    """SIGTERM (kill, scancel, a timeout of the caller) stops the sweep as Ctrl-C does."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-    old = signal.signal(signal.SIGTERM, on_term)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DEFAULT_CELL_FN,
