@@ -5,7 +5,7 @@ exits with code 2, never a traceback. Library callers can catch it like a ValueE
 
 A long job (a sweep, ``train``) stops on Ctrl-C as on ``KeyboardInterrupt``; inside
 :func:`term_interrupts`, SIGTERM (``kill``, ``scancel``, a caller's timeout) stops it the same
-way, so it leaves its note and checkpoint instead of dying mid-line.
+way: it says where it will resume (its last checkpoint) instead of dying mid-line.
 """
 
 import contextlib
