@@ -461,7 +461,7 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
         report(Event("advance", status, done=len(outcomes), total=len(cells)))
 
     sweeps = sorted({cell.sweep for cell in cells})
-    report(Event("start", f"sweep {sweeps[0]}: cells" if len(sweeps) == 1 else "cells", done=0, total=len(cells)))
+    report(Event("start", f"{sweeps[0]}: cells" if len(sweeps) == 1 else "cells", done=0, total=len(cells)))
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
     try:
         with term_interrupts():
