@@ -323,6 +323,35 @@ def test_a_bar_stopped_short_of_its_total_shows_no_time_left():
     assert "5,250/7,500" in last and "left" not in last, last
 
 
+def test_a_knob_search_is_a_table_at_80_columns_its_configurations_broken_between_knobs():
+    """``results memorization-init-small`` fell back to one block of nine lines per record (216
+    lines) at 80 and at 120 columns: one configuration of four knobs is 76 characters. Now its
+    configuration breaks after the commas between its knobs, each knob whole, and the rest of
+    the record stays on its first line."""
+    from tlstm_bench.cli.tables import broken
+    from rich.text import Text
+
+    text = invoke(["results", "memorization-init-small", "--results-dir", EVIDENCE])
+    assert_readable(text)
+    lines = text.splitlines()
+    assert "config" in lines[1] and "solved at" in lines[1]          # a grid with a header, not blocks
+    four = "3d-cn:cell_kernel=shift,input_init=normal,bias_init=torch7,recurrent_scale=2"
+    configs = []
+    for line in lines[3:]:
+        words = line.split()
+        if len(words) > 1 and words[1].isdigit():           # a record's first line: config L seed ...
+            configs.append(words[0])
+        elif len(words) == 1 and configs and configs[-1].endswith(","):   # the config goes on
+            configs[-1] += words[0]
+    assert configs.count(four) == 3 and len(configs) == 24, configs
+    assert len(lines) < 24 * 4 + 6
+    # greedy, after commas only, no piece broken; a piece wider than the width stays whole
+    assert broken(Text(four), ",", 40).plain.split("\n") == ["3d-cn:cell_kernel=shift,",
+                                                              "input_init=normal,bias_init=torch7,",
+                                                              "recurrent_scale=2"]
+    assert broken(Text("3d-cn:window=appendix"), ",", 5).plain == "3d-cn:window=appendix"
+
+
 def test_results_keep_a_knob_string_whole_on_its_row():
     """``3d-cn:window=appendix`` was broken over two rows (``...append`` / ``ix``)."""
     text = invoke(["results", "window", "--results-dir", EVIDENCE])

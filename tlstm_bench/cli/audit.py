@@ -43,7 +43,7 @@ def audit(
         print(json.dumps([r.as_dict() for r in results.values()]))
     else:
         table = TableView(title="Separability: does y_t depend on x_t and on no later input?")
-        table.add_column("config", style="bold")
+        table.add_column("config", style="bold", breaks=",")
         for d in levels:
             table.add_column(f"L={d}", justify="center")
         table.add_column("max leak", justify="right")

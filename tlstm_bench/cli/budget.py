@@ -44,7 +44,7 @@ def budget(
         print(json.dumps(cards))
         return
     table = TableView(title=f"Channels M (and parameters) at {glue(f'budget {budget}')}")
-    table.add_column("config", style="bold")
+    table.add_column("config", style="bold", breaks=",")
     for d in levels:
         table.add_column(f"L={d}", justify="right")
     by_key = {(c["config"], c["depth"]): c for c in cards}
@@ -57,7 +57,7 @@ def budget(
         # The other reading of "M is 400" (SPEC section 7): every configuration at that M.
         m = literal[0]["literal_channels"]
         table = TableView(title=f"Parameters at the literal M={m} (every configuration at the sLSTM's M)")
-        table.add_column("config", style="bold")
+        table.add_column("config", style="bold", breaks=",")
         for d in levels:
             table.add_column(f"L={d}", justify="right")
         for name in names:

@@ -158,7 +158,7 @@ def _print_tables(result) -> None:
     style = {"ok": "green", "regression": "bold red", "faster": "cyan", "fewer": "cyan", "new": "yellow",
              "changed": "yellow"}
     counters = TableView(title=f"counters per timestep ({result.mode}) against {result.baseline_path}: exact")
-    counters.add_column("config")
+    counters.add_column("config", breaks=",")
     counters.add_column("L", justify="right")
     for label in COUNTER_LABELS.values():
         counters.add_column(label, justify="right", wrap=True)  # "1.2M (was 1.1M)": two lines where narrow

@@ -8,8 +8,9 @@ that fits the width:
 2. without them (spaces between the columns), a few columns narrower;
 3. one block per row: a line per column, ``header  value``, a blank line between rows.
 
-In none of them is a cell cut: a number, a name, a knob string is drawn whole; only a column of
-prose (``wrap``) wraps, between its words. The title above and the caption under the table wrap
+In none of them is a cell cut: a number, a name, a knob is drawn whole; only a column of prose
+(``wrap``) wraps, between its words, and a configuration (``breaks``) breaks after the commas
+between its knobs where its column must give up width. The title above and the caption under the table wrap
 between words (the caption between its parts, where they fit), as :mod:`.screen` wraps all text.
 """
 
@@ -39,16 +40,47 @@ def _overhead(columns: int, edge: bool) -> int:
     return 3 * columns + 1 if edge else 2 * columns - 2
 
 
+def _cuts(plain: str, chars: str) -> list[int]:
+    """The offsets just after each of ``chars`` in ``plain`` (not at its end): where it may break."""
+    return [i + 1 for i, ch in enumerate(plain) if ch in chars and i + 1 < len(plain)]
+
+
+def _pieces(plain: str, chars: str) -> list[str]:
+    bounds = [0, *_cuts(plain, chars), len(plain)]
+    return [plain[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
 def column_widths(table) -> tuple[list[int], list[int]]:
     """Each column's natural width (its widest line, header included) and its least: the same,
-    or for a ``wrap`` column its longest word (its header's words included)."""
+    or for a ``wrap`` column its longest word (its header's words included), for a ``breaks``
+    column its longest piece between breaks."""
     natural, least = [], []
     for i, column in enumerate(table.columns):
         lines = [line for row in table.rows for line in _text(row[i]).plain.split("\n")]
         natural.append(max([cell_len(column.header), 1] + [cell_len(line) for line in lines]))
-        words = column.header.split() + [word for line in lines for word in line.split()]
-        least.append(max([1] + [cell_len(word) for word in words]) if column.wrap else natural[-1])
+        if column.wrap:
+            words = column.header.split() + [word for line in lines for word in line.split()]
+        elif column.breaks:
+            words = [column.header] + [piece for line in lines for piece in _pieces(line, column.breaks)]
+        else:
+            words = []
+        least.append(max([1] + [cell_len(word) for word in words]) if words else natural[-1])
     return natural, least
+
+
+def broken(cell: Text, chars: str, width: int) -> Text:
+    """``cell`` with a line break after those of ``chars`` that keep each line within ``width``
+    (greedily: as much on a line as fits); a piece wider than ``width`` stays whole."""
+    lines = []
+    for line in cell.split("\n"):
+        start, last, offsets = 0, 0, []
+        for cut in [*_cuts(line.plain, chars), len(line.plain)]:
+            if cell_len(line.plain[start:cut]) > width and last > start:
+                offsets.append(last)
+                start = last
+            last = cut
+        lines.extend(line.divide(offsets))
+    return Text("\n").join(lines)
 
 
 def fit(table, width: int) -> tuple[list[int], object, bool] | None:
@@ -86,7 +118,9 @@ def _grid(console: Console, table, widths: list[int], style, edge: bool) -> None
         grid.add_column(column.header, justify=column.justify, style=column.style, width=width,
                         no_wrap=not column.wrap, overflow="fold")
     for i, row in enumerate(table.rows):
-        grid.add_row(*map(_text, row), end_section=i + 1 in table.sections)
+        cells = [broken(_text(cell), column.breaks, width) if column.breaks else _text(cell)
+                 for column, cell, width in zip(table.columns, row, widths)]
+        grid.add_row(*cells, end_section=i + 1 in table.sections)
     total = sum(widths) + _overhead(len(widths), edge)
     if total <= console.width:
         console.print(grid)

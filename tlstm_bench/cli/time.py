@@ -129,7 +129,7 @@ def runtime_table(records: list[dict], depths: list[int]) -> TableView:
     from ..results.view import WITHIN_SPREAD, depth_ratio, unresolved, unresolved_pairs
 
     table = TableView(title=f"ms per timestep ({TIMED_PASS})")
-    table.add_column("config", style="bold")
+    table.add_column("config", style="bold", breaks=",")
     table.add_column("impl")
     table.add_column("M", justify="right")
     for d in depths:

@@ -150,7 +150,8 @@ def _table(collection: str, rows: pd.DataFrame) -> TableView:
     headers = ["config", "impl"] + [name for name, on in shown if on] + [f"L={d}" for d in depths]
     headers.append(f"L{depths[-1]}/L{depths[0]}" if len(depths) > 1 else "ratio")
     labels = len(headers) - len(depths) - 1
-    table.columns = [Column(h, justify="left" if i < labels else "right") for i, h in enumerate(headers)]
+    table.columns = [Column(h, justify="left" if i < labels else "right", breaks="," if h == "config" else "")
+                     for i, h in enumerate(headers)]
     table.rows = [row for _, row in sorted(groups, key=lambda g: g[0])]
     return table
 

@@ -13,14 +13,18 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Column:
-    """One column. A cell is never cut and, unless ``wrap``, never broken over lines: numbers,
-    names and knob strings stay whole. ``wrap`` is for prose (an error message, a cell's
-    settings), which may wrap between its words. ``style`` is a rich style the CLI draws it in."""
+    """One column. A cell is never cut and, unless ``wrap`` or ``breaks``, never broken over
+    lines: numbers and names stay whole. ``wrap`` is for prose (an error message, a cell's
+    settings), which may wrap between its words; ``breaks`` the characters after which a cell
+    may break where the table is too narrow for it (a configuration: ``","``, so that
+    ``3d-cn:cell_kernel=shift,input_init=normal`` breaks between its knobs, each whole).
+    ``style`` is a rich style the CLI draws it in."""
 
     header: str
     justify: str = "left"  # left | right | center
     wrap: bool = False
     style: str = ""
+    breaks: str = ""
 
 
 @dataclass

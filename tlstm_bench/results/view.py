@@ -285,7 +285,8 @@ def build_view(frame: pd.DataFrame, *, columns: "list[str] | None" = None, wide:
             header = _metric_header(rows, column) if column in ("test_metric", "valid_metric") else \
                 HEADERS.get(column, column)
             numeric = pd.api.types.is_numeric_dtype(rows[column]) and column not in ("config", "status")
-            table.columns.append(Column(header, justify="right" if numeric else "left", wrap=column == "error"))
+            table.columns.append(Column(header, justify="right" if numeric else "left", wrap=column == "error",
+                                        breaks="," if column == "config" else ""))
         for label, row in rows.iterrows():
             cells = []
             for column in shown:
