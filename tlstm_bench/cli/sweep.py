@@ -109,7 +109,8 @@ def plan_table(plan, *, retry_failed: bool = False) -> TableView:
     columns = [name for name in PLAN_COLUMNS[:-1] if any(row[name] for row in rows)]
     table = TableView(title="\n".join(title), caption=[f"code version {plan.code_version}"])
     for name in columns:
-        table.add_column(name, justify="right" if name in ("L", "seed") else "left", wrap=name in ("size", "settings"))
+        table.add_column(name, justify="right" if name in ("L", "seed") else "left", wrap=name in ("size", "settings"),
+                         breaks="," if name == "config" else "")
     table.add_column(PLAN_COLUMNS[-1])
     for row in rows:
         table.add_row(*(row[name] for name in columns), Text(row["shown"], style=_STATE_STYLE[row["state"]]))
@@ -126,7 +127,7 @@ def summary_table(summary) -> TableView | None:
     title, rows = described
     table = TableView(title=title)
     for name in SUMMARY_COLUMNS:
-        table.add_column(name, wrap=name == "error")
+        table.add_column(name, wrap=name == "error", breaks="," if name == "config" else "")
     for row in rows:
         table.add_row(*(row[name] for name in SUMMARY_COLUMNS))
     return table
