@@ -72,7 +72,9 @@ def _figure(runs: pd.DataFrame, title: str, device: str) -> Figure:
     rows = math.ceil(len(depths) / columns)
     panels = max(MIN_WIDTH, PANEL_W * columns)  # inches; the title wraps to it, centred over the panels
     fig = Figure(figsize=(panels + legend_width(list(labels.values())), PANEL_H * rows + 1.0), layout="constrained")
-    axes = fig.subplots(rows, columns, squeeze=False, sharey=True).ravel()
+    # One x scale for every panel, so that how soon each depth learns compares by eye (a run
+    # capped shorter than another ends short of it, not stretched to the same width).
+    axes = fig.subplots(rows, columns, squeeze=False, sharex=True, sharey=True).ravel()
     handles = {}
     for ax, depth in zip(axes, depths):
         for config, part in sorted(runs[runs["depth"] == depth].groupby("config"), key=lambda g: config_order(g[0])):
