@@ -345,6 +345,7 @@ def test_a_knob_search_is_a_table_at_80_columns_its_configurations_broken_betwee
             configs[-1] += words[0]
     assert configs.count(four) == 3 and len(configs) == 24, configs
     assert len(lines) < 24 * 4 + 6
+    assert re.search(r"^3d-cn\s+4\s+0\s+32\s+44,874\s+2\.3%\s+not by 45,000\s+ok", text, re.M)  # how far it got
     # greedy, after commas only, no piece broken; a piece wider than the width stays whole
     assert broken(Text(four), ",", 40).plain.split("\n") == ["3d-cn:cell_kernel=shift,",
                                                               "input_init=normal,bias_init=torch7,",
