@@ -10,8 +10,9 @@ that fits the width:
 
 In none of them is a cell cut: a number, a name, a knob is drawn whole; only a column of prose
 (``wrap``) wraps, between its words, and a configuration (``breaks``) breaks after the commas
-between its knobs where its column must give up width. The title above and the caption under the table wrap
-between words (the caption between its parts, where they fit), as :mod:`.screen` wraps all text.
+between its knobs where its column must give up width. The title above and the caption under
+the table wrap between words (the caption between its parts, where they fit), as
+:mod:`.screen` wraps all text.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def broken(cell: Text, chars: str, width: int) -> Text:
 
 def fit(table, width: int) -> tuple[list[int], object, bool] | None:
     """(column widths, box, edge) of the first layout with rules that fits ``width``; None when
-    only blocks do. A ``wrap`` column gives up width first, down to its longest word."""
+    only blocks do. A ``wrap`` or ``breaks`` column gives up width first, down to its longest
+    word or piece."""
     natural, least = column_widths(table)
     for style, edge in BOXES:
         room = width - _overhead(len(natural), edge)

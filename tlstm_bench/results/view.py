@@ -204,7 +204,7 @@ def format_value(column: str, value, row) -> str:
         return f"[{len(value)} values]" if isinstance(value, list) else json.dumps(value, sort_keys=True)[:40]
     if _is_missing(value):
         if column == "samples_to_solve" and row.get("solved") is False:
-            # how far an unsolved run got: "10.7%, not by 81,000" reads; "10.7%, no" needed --wide
+            # an unsolved run says how far it got ("not by 81,000"), not a bare "no"
             seen = row.get("samples_seen")
             return "no" if _is_missing(seen) else f"not by {int(seen):,}"
         return "-"
