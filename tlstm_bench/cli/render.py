@@ -49,25 +49,12 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def times(elapsed: float, done: int, completed: int, total: int | None, stopped: bool = False) -> str:
-    """``0:42 elapsed, ~1:10 left``: what is left from the average rate since the start (``done``
-    units in ``elapsed`` seconds; a resumed run counts only its own), none once ``stopped``."""
-    text = f"{_clock(elapsed)} elapsed"
-    if not stopped and total is not None and done > 0 and elapsed > 0:
-        text += f", ~{_clock(elapsed / done * (total - completed))} left"
-    return text
-
-
-def _count(done: float, total: float | None) -> str:
-    """``1,500/7,500``: the units done and the total, with thousands separators."""
-    return f"{int(done):,}/{'?' if total is None else f'{int(total):,}'}"
-
-
 class CountColumn(ProgressColumn):
     """``1,500/7,500``: the units done and the total, with thousands separators."""
 
     def render(self, task: Task) -> Text:
-        return Text(_count(task.completed, task.total))
+        total = "?" if task.total is None else f"{int(task.total):,}"
+        return Text(f"{int(task.completed):,}/{total}")
 
 
 class TimesColumn(ProgressColumn):
@@ -76,9 +63,14 @@ class TimesColumn(ProgressColumn):
     which has no estimate while a sweep waits for a cell that takes longer than that."""
 
     def render(self, task: Task) -> Text:
-        done = int(task.completed - task.fields.get("first", 0))
-        stopped = task.finished or task.stop_time is not None  # done, or stopped early (solved, interrupted)
-        return Text(times(task.elapsed or 0.0, done, int(task.completed), task.total, stopped))
+        elapsed = task.elapsed or 0.0
+        done = task.completed - task.fields.get("first", 0)
+        text = f"{_clock(elapsed)} elapsed"
+        if task.finished or task.stop_time is not None:  # done, or stopped early (solved, interrupted)
+            return Text(text)
+        if task.total is not None and done > 0 and elapsed > 0:
+            text += f", ~{_clock(elapsed / done * (task.total - task.completed))} left"
+        return Text(text)
 
 
 class _TwoLines(Progress):
@@ -108,8 +100,7 @@ class Renderer:
         self.log_lines = not console.is_terminal and not console.is_jupyter
         self.log_every = log_every
         self.clock = clock
-        self._since: tuple[float, int, int | None] = (0.0, 0, None)   # the bar's start: time, count, total
-        self._logged = 0.0
+        self._logged = 0.0   # when the last log line was written
         self._name: str | None = None   # the bar's name, until a log line names it
 
     def __enter__(self) -> "Renderer":
@@ -156,35 +147,34 @@ class Renderer:
         self.close()
         # The count and the times keep their width; a long name (a knob string) is cut instead.
         count = len(f"{event.total or 0:,}") * 2 + 1
-        clocks = len("0:00:00 elapsed, ~0:00:00 left")
-        room = max(8, self.console.width - count - clocks - 12)
+        times = len("0:00:00 elapsed, ~0:00:00 left")
+        room = max(8, self.console.width - count - times - 12)
         cut = "…" if can_show(self.console, "…") else "..."
         text = event.message if len(event.message) <= room else event.message[:room - len(cut)] + cut
         self.bar = _TwoLines(TextColumn("[bold]{task.description}", table_column=Column(no_wrap=True)),
                              BarColumn(bar_width=None), CountColumn(table_column=Column(no_wrap=True, min_width=count)),
-                             TimesColumn(table_column=Column(no_wrap=True, min_width=clocks - 6)),
-                             console=self.console, transient=False, expand=True)
+                             TimesColumn(table_column=Column(no_wrap=True, min_width=times - 6)),
+                             console=self.console, transient=False, expand=True, get_time=self.clock)
         self.bar.start()
         self.task = self.bar.add_task(escape(text), total=event.total, completed=event.done or 0,
                                       status="", first=event.done or 0)
-        self._since = (self.clock(), event.done or 0, event.total)
-        self._logged = self._since[0]
+        self._logged = self.clock()
         self._name = event.message
 
     def _log(self, event: Event) -> None:
-        """One plain line (count, times, status) if ``log_every`` seconds passed since the last;
-        before the first, the bar's name (a job shorter than that logs only its closed bar)."""
+        """The bar's count, times and status as one plain line, if ``log_every`` seconds passed
+        since the last; before the first, the bar's name (a job shorter than that logs only its
+        closed bar)."""
         now = self.clock()
-        if event.done is None or now - self._logged < self.log_every:
+        if now - self._logged < self.log_every:
             return
         self._logged = now
         if self._name is not None:
             self._print(Text(self._name))
             self._name = None
-        start, first, total = self._since
-        total = event.total if event.total is not None else total
-        line = f"  {_count(event.done, total)}  {times(now - start, event.done - first, event.done, total)}"
-        self._print(Text(line + (f"  {event.message}" if event.message else "")))
+        task = self.bar.tasks[0]
+        line = Text.assemble("  ", CountColumn().render(task), "  ", TimesColumn().render(task))
+        self._print(line + (f"  {event.message}" if event.message else ""))
 
     def _stop_spinner(self) -> None:
         if self.spinner is not None:
