@@ -456,11 +456,66 @@ def test_no_curves_figure_without_evaluations(report):
 
 def test_curves_of_a_task_with_a_validation_set_say_so_and_claim_no_solve(tmp_path):
     """MNIST's curve is its validation accuracy, and no run 'solves' it: the title says neither."""
-    from tlstm_bench.plotting.curves import _count, curves_figure
+    from tlstm_bench.plotting.curves import axis_count, curves_figure
 
     curves_store(tmp_path / "store")
     frame = read_frame("search", root=tmp_path / "store").assign(valid_metric=0.5, solved=False, task="mnist")
     fig = curves_figure(frame, "Sequential MNIST", "test-cpu")
     assert fig.axes[0].get_ylabel() == "validation accuracy (%)"
     assert "solved" not in fig._suptitle.get_text()
-    assert [_count(v) for v in (750, 1500, 60000, 2.4e6)] == ["750", "1.5K", "60K", "2.4M"]
+    assert [axis_count(v) for v in (750, 1500, 60000, 2.4e6)] == ["750", "1.5K", "60K", "2.4M"]
+
+
+def positions_store(root: Path) -> None:
+    """Memorization runs of 4 symbols that kept the accuracy by answer position: L = 1 learns the
+    last answer only; L = 4 learns every answer; an old record (no by_position) is left out."""
+    for depth in (1, 4):
+        history = [{"samples": s, "metric": 0.0,
+                    "by_position": [0.0, 0.0, 0.0, s / 6000] if depth == 1 else [s / 6000] * 4}
+                   for s in (1500, 3000, 4500, 6000)]
+        for entry in history:
+            entry["metric"] = sum(entry["by_position"]) / 4
+        _write(root, "search", {
+            "id": f"tr-{depth}", "kind": "train", "task": "memorization", "config": "3d-cn", "depth": depth,
+            "seed": 0, "metric": "accuracy", "test_metric": history[-1]["metric"], "solved": depth == 4,
+            "samples_seen": 6000, "sample_unit": "sequence", "status": "ok", "history": history,
+            "test_by_position": history[-1]["by_position"]})
+    _write(root, "search", {
+        "id": "tr-old", "kind": "train", "task": "memorization", "config": "2d", "depth": 2, "seed": 0,
+        "metric": "accuracy", "test_metric": 0.1, "solved": False, "samples_seen": 3000, "status": "ok",
+        "history": [{"samples": 1500, "metric": 0.05}, {"samples": 3000, "metric": 0.1}]})
+
+
+def test_answer_positions_are_drawn_one_panel_a_run_first_answer_on_top(tmp_path):
+    from tlstm_bench.plotting.positions import position_runs, positions_figure
+
+    positions_store(tmp_path / "store")
+    report = plot_results(["search"], out=tmp_path / "figures", root=tmp_path / "store")
+    drawn = next(f for f in report.figures if f.task == "memorization (answer positions)")
+    assert [p.name for p in drawn.paths] == ["search-memorization-positions.png", "search-memorization-positions.pdf"]
+    assert all(p.stat().st_size > 0 for p in drawn.paths)
+
+    runs = position_runs(read_frame("search", root=tmp_path / "store").query("kind == 'train'"))
+    assert list(runs["depth"]) == [1, 4]  # the old record without positions is not a panel
+    fig = positions_figure(runs, "Memorization", "test-cpu")
+    one, four = [ax for ax in fig.axes if ax.get_title()][:2]
+    assert one.get_title() == "3d-cn L=1 seed 0" and one.get_ylabel() == "answer position"
+    assert one.get_ylim() == (4.5, 0.5)  # answer 1 at the top
+    grid = one.collections[0].get_array().reshape(4, 4)  # positions down, evaluations across
+    assert list(grid[:, -1]) == [0.0, 0.0, 0.0, 100.0]  # L = 1 at the end: the last answer only
+    assert list(four.collections[0].get_array().reshape(4, 4)[:, -1]) == [100.0] * 4
+    assert one.get_xlim() == four.get_xlim() and one.get_xlim()[0] == 0
+
+
+def test_no_positions_figure_from_records_without_them(report):
+    assert not any("answer positions" in f.task for f in report.figures)
+
+
+def test_position_matrix_refuses_evaluations_of_different_lengths():
+    from tlstm_bench.plotting.positions import position_matrix
+
+    samples, accuracy = position_matrix([{"samples": 1500, "by_position": [0.5, 0.5]},
+                                         {"samples": 3000, "by_position": [0.5]}])
+    assert samples.size == 0 and accuracy.size == 0
+    samples, accuracy = position_matrix([{"samples": 1500, "metric": 0.2}, {"samples": 3000, "by_position": [1, 0]}])
+    assert list(samples) == [3000.0] and accuracy.tolist() == [[1.0, 0.0]]

@@ -113,6 +113,7 @@ def test_metric_counts_answer_positions_only():
     result = task.evaluate(Oracle(), "test")
     assert result["metric"] == pytest.approx(19 / 20)
     assert result["sequence_accuracy"] == pytest.approx(3 / 4)
+    assert result["by_position"] == [0.75, 1.0, 1.0, 1.0, 1.0]  # the first answer, wrong in one row of four
 
 
 # ---- enwik8 -----------------------------------------------------------------------------

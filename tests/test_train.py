@@ -60,6 +60,10 @@ def test_a_few_steps_reduce_the_loss():
         assert field in record
     assert record["valid_metric"] is None  # the algorithmic tasks have only a test set
     assert record["samples_per_s"] == pytest.approx(900 / record["wall_time_s"])  # issue 19: training speed
+    # What the run learned, answer position by answer position: at every evaluation and at the end.
+    assert len(record["test_by_position"]) == record["task_options"]["symbols"] == 3
+    assert sum(record["test_by_position"]) / len(record["test_by_position"]) == pytest.approx(record["test_metric"])
+    assert record["history"][-1]["by_position"] == record["test_by_position"]
 
 
 def test_a_solved_task_stops_and_records_samples_to_solve(monkeypatch):

@@ -15,6 +15,7 @@ from ..results.store import workspace
 from .curves import draw_curves
 from .figures import TaskFigure, draw_task, several_implementations
 from .grid import sweep_file_grid
+from .positions import draw_positions
 from .tables import write_tables
 
 __all__ = ["PlotReport", "TaskFigure", "plot_results"]
@@ -54,8 +55,9 @@ def plot_results(sweeps: "list[str] | None" = None, *, out: "str | Path | None" 
             report.figures.append(draw_task(these, sweep, task, out, expected))
             if several_implementations(these):  # the paper's figure: each configuration's fastest
                 report.figures.append(draw_task(these, sweep, task, out, expected, fastest=True))
-            curves = draw_curves(these, sweep, task, out)  # every training run's evaluations
-            if curves is not None:
-                report.figures.append(curves)
+            for extra in (draw_curves(these, sweep, task, out),  # every training run's evaluations
+                          draw_positions(these, sweep, task, out)):  # the answer positions of each
+                if extra is not None:
+                    report.figures.append(extra)
     report.tables = write_tables(frame, out)
     return report

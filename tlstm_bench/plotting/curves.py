@@ -116,7 +116,7 @@ def _axes(ax, runs: pd.DataFrame, depth: int, scale: float) -> None:
     units = runs["sample_unit"].dropna().astype(str).unique() if "sample_unit" in runs else []
     ax.set_xlabel(f"training {units[0] if len(units) == 1 else 'sample'}s seen")
     ax.set_xlim(left=0)
-    ax.xaxis.set_major_formatter(FuncFormatter(_count))
+    ax.xaxis.set_major_formatter(FuncFormatter(axis_count))
     ax.grid(True, alpha=0.3)
     if is_accuracy(runs):
         ax.axhline(100.0 if scale == 100.0 else 1.0, color="gray", linestyle=":", linewidth=1)
@@ -125,7 +125,7 @@ def _axes(ax, runs: pd.DataFrame, depth: int, scale: float) -> None:
         ax.set_ylabel(_what(runs) + (" (%)" if scale == 100.0 else ""))
 
 
-def _count(value: float, _position=None) -> str:
+def axis_count(value: float, _position=None) -> str:
     """An axis count, short: 750, 1.5K, 60K, 2.4M."""
     for size, suffix in ((1e6, "M"), (1e3, "K")):
         if abs(value) >= size:

@@ -80,6 +80,7 @@ class Train(TypedDict, total=False):
     valid_metric: Optional[float]
     test_metric: Optional[float]
     sequence_accuracy: Optional[float]
+    test_by_position: Optional[list]  # algorithmic tasks: the test accuracy at each answer position
     test_loss: Optional[float]
     samples_seen: int
     samples_to_solve: Optional[int]
@@ -88,7 +89,7 @@ class Train(TypedDict, total=False):
     epochs_done: Optional[float]
     stop_reason: str
     stop_detail: str             # the stop reason in words (the last line train prints)
-    history: list                # every evaluation
+    history: list                # every evaluation (samples, step, train_loss, metric, ...; by_position on algorithmic tasks)
     resumed_at: list             # the samples seen at each resume from a checkpoint
     task_options: dict
     task_info: dict

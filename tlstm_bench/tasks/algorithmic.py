@@ -30,6 +30,8 @@ TEST_SEED = 20171204  # fixed: every configuration and training seed sees the sa
 # longer sequences only make the test set and the minibatches too large to hold.
 MAX_LENGTH = 10_000
 MAX_TEST_SIZE = 100_000
+# Digits kept of each answer position's accuracy (a multiple of 1/test_size: none is lost).
+POSITION_DIGITS = 6
 
 
 def count_at_most(base: int, exponent: int, cap: int = 2**64) -> int:
@@ -134,7 +136,10 @@ class AlgorithmicTask(Task):
 
     @torch.no_grad()
     def evaluate(self, model, split: str = "test", *, device="cpu") -> dict:
-        """Symbol accuracy on the answer positions and sequence accuracy on the test set.
+        """Symbol accuracy on the answer positions and sequence accuracy on the test set, and
+        ``by_position``: the accuracy at each answer position, the first answer first (what a
+        model has learned when it has not solved the task: a memorization model that recalls
+        only the last symbol it read scores 1/n + chance).
 
         There is no validation split (the paper stops on the test set); ``valid`` is an error.
         """
@@ -151,7 +156,8 @@ class AlgorithmicTask(Task):
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).cpu(), self.test_y.reshape(-1)).item()
         return {"metric": right.float().mean().item(),
                 "sequence_accuracy": right.all(dim=1).float().mean().item(),
-                "loss": loss}
+                "loss": loss,
+                "by_position": [round(v, POSITION_DIGITS) for v in right.float().mean(dim=0).tolist()]}
 
     # ---- text form, for docs, tests and eyeballing ------------------------------
     def encode_text(self, text: str) -> list[int]:

@@ -334,6 +334,7 @@ class Trainer:
         record.update(
             status="ok", error=None, valid_metric=valid_metric, test_metric=test["metric"],
             sequence_accuracy=test.get("sequence_accuracy"), test_loss=test.get("loss"),
+            test_by_position=test.get("by_position"),
             samples_seen=c.samples, samples_to_solve=c.samples_to_solve, solved=c.samples_to_solve is not None,
             steps=c.step, epochs_done=(c.samples / self.epoch_samples) if self.epoch_samples else None,
             stop_reason=c.stop_reason, stop_detail=stop_detail(c, self.settings, self.total, task),
@@ -345,7 +346,7 @@ class Trainer:
             value = record[name]
             if value is not None and not math.isfinite(value):
                 record.update(status="failed", error=f"{name} is {value}: the model diverged", valid_metric=None,
-                              test_metric=None, sequence_accuracy=None)
+                              test_metric=None, sequence_accuracy=None, test_by_position=None)
                 break
         note(self.report, summary(record), "ok" if record["status"] == "ok" else "error")
         note(self.report, record["stop_detail"], "detail")
@@ -354,7 +355,7 @@ class Trainer:
     def _failed_record(self) -> dict:
         c, record = self.counters, self.record
         record.update(status="failed", error=self.failed, valid_metric=None, test_metric=None,
-                      sequence_accuracy=None, samples_seen=c.samples, samples_to_solve=None, solved=False,
+                      sequence_accuracy=None, test_by_position=None, samples_seen=c.samples, samples_to_solve=None, solved=False,
                       steps=c.step, stop_reason="non_finite_loss", stop_detail=f"stopped: {self.failed}",
                       history=c.history, resumed_at=c.resumed_at,
                       wall_time_s=c.wall_time + time.monotonic() - self.started)

@@ -1,0 +1,45 @@
+"""benchmarks/answer_positions.py: a checkpoint's accuracy by answer position is the one the
+run's own record keeps (the same parameters and test set, rebuilt from the checkpoint's key)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tlstm_bench.training import train
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "answer_positions.py"
+
+
+def script():
+    spec = importlib.util.spec_from_file_location("answer_positions", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_checkpoint_gives_its_records_positions(tmp_path, monkeypatch, capsys):
+    record = train("3d-cn:cell_kernel=shift,input_init=normal", task="memorization", symbols=4, alphabet=8,
+                   depth=2, channels=6, max_samples=15 * 12, eval_every=15 * 6, seed=2,
+                   checkpoint_dir=str(tmp_path / "ckpt"))
+    mod = script()
+    result = mod.positions(tmp_path / "ckpt")
+    assert result["samples"] == record["samples_seen"] == 180
+    assert result["by_position"] == record["test_by_position"] and len(result["by_position"]) == 4
+    assert result["metric"] == pytest.approx(record["test_metric"])
+
+    monkeypatch.setattr(sys, "argv", ["answer_positions.py", str(tmp_path / "ckpt"), "--json", str(tmp_path / "p.json")])
+    mod.main()
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("3d-cn:cell_kernel=shift,input_init=normal L=2 M=6 seed 2, 180 samples")
+    assert len(out[1].split()) == 4
+    assert json.loads((tmp_path / "p.json").read_text())[0]["by_position"] == record["test_by_position"]
+
+
+def test_no_checkpoint_is_a_one_line_error(tmp_path):
+    with pytest.raises(SystemExit, match="no checkpoint in"):
+        script().positions(tmp_path)

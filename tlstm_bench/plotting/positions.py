@@ -1,0 +1,109 @@
+"""What an algorithmic run has learned: the test accuracy at each answer position over training.
+
+A run's one number (its test accuracy, 10.7%) does not say *what* it learned. The answer
+positions do: a memorization model that recalls only the last symbol it read scores 1/n plus
+chance, its last position at 100% and the others at chance, while one that has begun to carry
+the sequence as the paper's shift register rises at every position. Each training record of
+addition and memorization keeps the accuracy at each answer position at every evaluation
+(``history[i]["by_position"]``). One panel per run (configuration, depth, seed): samples seen
+across, answer positions down (the first answer at the top), the accuracy in colour. Written
+beside the task's figure as ``<sweep>-<task>-positions``.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+from ..results.frame import config_order
+from .curves import axis_count
+from .figures import TASK_TITLES, TaskFigure, device_line, figure_name, save
+
+PANEL_W, PANEL_H = 3.2, 2.4  # inches a panel
+MAX_COLUMNS = 4
+TITLE_CHARS = 34  # a panel title (a knob string) wraps after a comma at this width
+COLOURS = "viridis"
+
+
+def draw_positions(rows: pd.DataFrame, sweep: str, task: str, out: Path) -> "TaskFigure | None":
+    """Draw the answer-position maps of one sweep and task (PNG and PDF) into ``out``; None when
+    no training record of theirs kept the accuracy by position."""
+    runs = position_runs(rows[rows["kind"] == "train"])
+    if not len(runs):
+        return None
+    fig = positions_figure(runs, f"{TASK_TITLES.get(task, task)} (sweep '{sweep}')", device_line(runs))
+    result = TaskFigure(sweep, f"{task} (answer positions)", lines=sorted(runs["config"].unique(), key=config_order))
+    result.paths = save(fig, out, figure_name(sweep, task) + "-positions")
+    return result
+
+
+def position_runs(train: pd.DataFrame) -> pd.DataFrame:
+    """The successful training records whose evaluations kept the accuracy by answer position,
+    in the paper's configuration order, then depth and seed."""
+    if not len(train) or "history" not in train:
+        return train.iloc[0:0]
+    kept = train["history"].map(lambda h: bool(position_matrix(h)[0].size))
+    runs = train[(train["status"] == "ok") & kept]
+    order = sorted(runs.index, key=lambda i: (config_order(runs.at[i, "config"]), runs.at[i, "depth"],
+                                               runs.at[i, "seed"]))
+    return runs.loc[order]
+
+
+def position_matrix(history) -> tuple[np.ndarray, np.ndarray]:
+    """(samples, accuracy): the samples of the evaluations that kept a full ``by_position`` and the
+    accuracies, one row per evaluation and one column per answer position (empty arrays if none)."""
+    points = [(e["samples"], e["by_position"]) for e in history if isinstance(e, dict)
+              and isinstance(e.get("samples"), (int, float)) and isinstance(e.get("by_position"), list)
+              and e["by_position"]] if isinstance(history, list) else []
+    widths = {len(p) for _, p in points}
+    if len(widths) != 1:  # none, or evaluations that disagree on the answer's length: not one map
+        return np.empty(0), np.empty((0, 0))
+    return np.array([s for s, _ in points], dtype=float), np.array([p for _, p in points], dtype=float)
+
+
+def positions_figure(runs: pd.DataFrame, title: str, device: str) -> Figure:
+    """One panel per run of :func:`position_runs`, the accuracy (%) by answer position over training."""
+    columns = min(len(runs), MAX_COLUMNS)
+    rows = math.ceil(len(runs) / columns)
+    fig = Figure(figsize=(PANEL_W * columns + 1.0, PANEL_H * rows + 1.1), layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False, sharex=True).ravel()
+    image = None
+    for k, (ax, (_, run)) in enumerate(zip(axes, runs.iterrows())):
+        image = _panel(ax, run, bottom=k + columns >= len(runs))  # no panel below it in its column
+    for ax in axes[len(runs):]:
+        ax.axis("off")
+    fig.colorbar(image, ax=axes.tolist(), label="test accuracy (%)", shrink=0.9)
+    text = (f"{title}: test accuracy at each answer position during training", device,
+            "the first answer at the top; a memorization run that recalls only the last symbol it read "
+            "lights only the bottom row")
+    width = int((PANEL_W * columns + 1.0) * 10)
+    fig.suptitle("\n".join(textwrap.fill(t, width, break_on_hyphens=False) for t in text if t), fontsize="medium")
+    return fig
+
+
+def _panel(ax, run: pd.Series, *, bottom: bool):
+    samples, accuracy = position_matrix(run["history"])
+    # Each evaluation's column reaches back to the one before it (the first from 0).
+    edges = np.concatenate([[0.0], samples])
+    positions = np.arange(accuracy.shape[1] + 1) + 0.5
+    image = ax.pcolormesh(edges, positions, 100.0 * accuracy.T, cmap=COLOURS, vmin=0.0, vmax=100.0)
+    ax.set_ylim(positions[-1], positions[0])  # the first answer at the top
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
+    ax.xaxis.set_major_formatter(FuncFormatter(axis_count))
+    ax.set_xlim(left=0)
+    label = f"{run['config']} L={int(run['depth'])} seed {int(run['seed'])}"
+    ax.set_title(textwrap.fill(label.replace(",", ", "), TITLE_CHARS, break_on_hyphens=False).replace(", ", ","),
+                 fontsize="small")
+    if ax.get_subplotspec().is_first_col():
+        ax.set_ylabel("answer position")
+    if bottom:  # the shared x axis is labelled under the lowest panel of each column
+        ax.xaxis.set_tick_params(labelbottom=True)
+        unit = run.get("sample_unit")
+        ax.set_xlabel(f"training {unit if isinstance(unit, str) else 'sample'}s seen")
+    return image
