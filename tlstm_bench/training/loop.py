@@ -349,6 +349,8 @@ class Trainer:
                               test_metric=None, sequence_accuracy=None, test_by_position=None)
                 break
         note(self.report, summary(record), "ok" if record["status"] == "ok" else "error")
+        if record.get("test_by_position") and not record["solved"]:  # what an unsolved run has learned
+            note(self.report, position_line(record["test_by_position"]), "detail")
         note(self.report, record["stop_detail"], "detail")
         return {**record, **provenance(self.device)}
 
@@ -378,6 +380,11 @@ def stop_detail(c: Counters, s: TrainSettings, total: int, task: Task) -> str:
         unsolved = task.online and c.samples_to_solve is None
         return f"stopped at --max-samples {s.max_samples:,}" + (", not solved" if unsolved else "")
     return f"stopped: {c.stop_reason}"
+
+
+def position_line(by_position: list) -> str:
+    """The test accuracy at each answer position, in whole percent, the first answer first."""
+    return "test accuracy by answer position (%), first to last: " + " ".join(f"{100 * v:.0f}" for v in by_position)
 
 
 def summary(record: dict) -> str:
