@@ -172,3 +172,19 @@ def test_a_runtime_within_the_spread_of_the_next_depth_is_marked(tmp_path):
     assert [line.count("≈") for line in lines if line.startswith("│ 2d") or line.startswith("│ 3d")] == [1, 1, 0, 0]
     assert "≈ not resolved" in result.output
     assert max(len(line) for line in lines) <= 80
+
+
+def test_the_accuracy_by_answer_position_is_a_column_of_whole_percents(tmp_path):
+    """``--columns test_by_position``: the answers' accuracies (first answer first), wrapped at
+    80 columns, not the '[20 values]' of any other list."""
+    by_position = [0.01] * 18 + [0.79, 1.0]
+    write_record({"id": "p", "kind": "train", "task": "memorization", "config": "3d-cn", "depth": 4, "seed": 0,
+                  "metric": "accuracy", "test_metric": sum(by_position) / 20, "status": "ok",
+                  "test_by_position": by_position}, "training", root=tmp_path / "store")
+    result = CliRunner().invoke(app, ["results", "training", "--results-dir", str(tmp_path), "--columns",
+                                      "config,depth,test_metric,test_by_position"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "% by answer" in result.output and "values]" not in result.output
+    cells = re.findall(r"│ [^│]*│ [^│]*│ [^│]*│ ([^│]*)│", result.output)
+    assert " ".join(cells).split() == ["1"] * 18 + ["79", "100"]
+    assert max(map(len, result.output.splitlines())) <= 80

@@ -31,7 +31,8 @@ DEFAULT_COLUMNS = {
     "train": ("config", "depth", "seed", "channels", "params", "test_metric", "samples_to_solve", "status"),
 }
 HEADERS = {"depth": "L", "implementation": "impl", "channels": "M", "ms_per_step": "ms/step", "ms_iqr": "IQR",
-           "samples_to_solve": "solved at", "test_metric": "test", "valid_metric": "valid"}
+           "samples_to_solve": "solved at", "test_metric": "test", "valid_metric": "valid",
+           "test_by_position": "% by answer"}
 
 NOT_CAUSAL = "†"
 UNKNOWN_CAUSAL = "?"
@@ -200,6 +201,8 @@ def _is_missing(value) -> bool:
 
 
 def format_value(column: str, value, row) -> str:
+    if column == "test_by_position" and isinstance(value, list):  # whole percent, the first answer first
+        return " ".join(f"{100 * v:.0f}" for v in value)
     if isinstance(value, (dict, list)):
         return f"[{len(value)} values]" if isinstance(value, list) else json.dumps(value, sort_keys=True)[:40]
     if _is_missing(value):
@@ -287,7 +290,8 @@ def build_view(frame: pd.DataFrame, *, columns: "list[str] | None" = None, wide:
             header = _metric_header(rows, column) if column in ("test_metric", "valid_metric") else \
                 HEADERS.get(column, column)
             numeric = pd.api.types.is_numeric_dtype(rows[column]) and column not in ("config", "status")
-            table.columns.append(Column(header, justify="right" if numeric else "left", wrap=column == "error",
+            table.columns.append(Column(header, justify="right" if numeric else "left",
+                                        wrap=column in ("error", "test_by_position"),
                                         breaks="," if column == "config" else ""))
         for label, row in rows.iterrows():
             cells = []
