@@ -13,6 +13,7 @@ beside the task's figure as ``<sweep>-<task>-positions``.
 from __future__ import annotations
 
 import math
+import numbers
 import textwrap
 from pathlib import Path
 
@@ -50,9 +51,23 @@ def position_runs(train: pd.DataFrame) -> pd.DataFrame:
         return train.iloc[0:0]
     kept = train["history"].map(lambda h: bool(position_matrix(h)[0].size))
     runs = train[(train["status"] == "ok") & kept]
-    order = sorted(runs.index, key=lambda i: (config_order(runs.at[i, "config"]), runs.at[i, "depth"],
-                                               runs.at[i, "seed"]))
+    order = sorted(runs.index, key=lambda i: (config_order(runs.at[i, "config"]),
+                                               *(_number(runs.at[i, f]) if f in runs else 0 for f in ("depth", "seed"))))
     return runs.loc[order]
+
+
+def _number(value) -> float:
+    """A depth or seed to sort by; a missing one last."""
+    return float(value) if isinstance(value, numbers.Real) and math.isfinite(value) else math.inf
+
+
+def _label(run: pd.Series) -> str:
+    """'3d-cn L=4 seed 0', without what the record does not have."""
+    parts = [str(run["config"])]
+    for prefix, name in (("L=", "depth"), ("seed ", "seed")):
+        if math.isfinite(_number(run.get(name))):
+            parts.append(f"{prefix}{int(run[name])}")
+    return " ".join(parts)
 
 
 def position_matrix(history) -> tuple[np.ndarray, np.ndarray]:
@@ -97,8 +112,7 @@ def _panel(ax, run: pd.Series, *, bottom: bool):
     ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
     ax.xaxis.set_major_formatter(FuncFormatter(axis_count))
     ax.set_xlim(left=0)
-    label = f"{run['config']} L={int(run['depth'])} seed {int(run['seed'])}"
-    ax.set_title(textwrap.fill(label.replace(",", ", "), TITLE_CHARS, break_on_hyphens=False).replace(", ", ","),
+    ax.set_title(textwrap.fill(_label(run).replace(",", ", "), TITLE_CHARS, break_on_hyphens=False).replace(", ", ","),
                  fontsize="small")
     if ax.get_subplotspec().is_first_col():
         ax.set_ylabel("answer position")
