@@ -50,8 +50,8 @@ def main() -> None:
         result = positions(folder)
         results.append(result)
         key = result["key"]
-        print(f"{key['config']} L={key['depth']} M={key['channels']} seed {key['seed']}, {result['samples']:,} samples: "
-              f"test accuracy {100 * result['metric']:.1f}%; by answer position (%):")
+        print(f"{key['config']} L={key['depth']} M={key['channels']} seed {key['seed']}, "
+              f"{result['samples']:,} samples: test accuracy {100 * result['metric']:.1f}%; by answer position (%):")
         print("  " + " ".join(f"{100 * v:.0f}" for v in result["by_position"]))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1) + "\n")

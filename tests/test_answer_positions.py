@@ -32,7 +32,8 @@ def test_a_checkpoint_gives_its_records_positions(tmp_path, monkeypatch, capsys)
     assert result["by_position"] == record["test_by_position"] and len(result["by_position"]) == 4
     assert result["metric"] == pytest.approx(record["test_metric"])
 
-    monkeypatch.setattr(sys, "argv", ["answer_positions.py", str(tmp_path / "ckpt"), "--json", str(tmp_path / "p.json")])
+    argv = ["answer_positions.py", str(tmp_path / "ckpt"), "--json", str(tmp_path / "p.json")]
+    monkeypatch.setattr(sys, "argv", argv)
     mod.main()
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("3d-cn:cell_kernel=shift,input_init=normal L=2 M=6 seed 2, 180 samples")

@@ -51,9 +51,10 @@ def position_runs(train: pd.DataFrame) -> pd.DataFrame:
         return train.iloc[0:0]
     kept = train["history"].map(lambda h: bool(position_matrix(h)[0].size))
     runs = train[(train["status"] == "ok") & kept]
-    order = sorted(runs.index, key=lambda i: (config_order(runs.at[i, "config"]),
-                                               *(_number(runs.at[i, f]) if f in runs else 0 for f in ("depth", "seed"))))
-    return runs.loc[order]
+    def place(i):
+        return (config_order(runs.at[i, "config"]), *(_number(runs[f].get(i)) if f in runs else 0 for f in ("depth", "seed")))
+
+    return runs.loc[sorted(runs.index, key=place)]
 
 
 def _number(value) -> float:

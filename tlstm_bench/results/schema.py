@@ -89,7 +89,7 @@ class Train(TypedDict, total=False):
     epochs_done: Optional[float]
     stop_reason: str
     stop_detail: str             # the stop reason in words (the last line train prints)
-    history: list                # every evaluation (samples, step, train_loss, metric, ...; by_position on algorithmic tasks)
+    history: list                # every evaluation (samples, train_loss, metric, ...; algorithmic: by_position)
     resumed_at: list             # the samples seen at each resume from a checkpoint
     task_options: dict
     task_info: dict

@@ -357,9 +357,9 @@ class Trainer:
     def _failed_record(self) -> dict:
         c, record = self.counters, self.record
         record.update(status="failed", error=self.failed, valid_metric=None, test_metric=None,
-                      sequence_accuracy=None, test_by_position=None, samples_seen=c.samples, samples_to_solve=None, solved=False,
-                      steps=c.step, stop_reason="non_finite_loss", stop_detail=f"stopped: {self.failed}",
-                      history=c.history, resumed_at=c.resumed_at,
+                      sequence_accuracy=None, test_by_position=None, samples_seen=c.samples,
+                      samples_to_solve=None, solved=False, steps=c.step, stop_reason="non_finite_loss",
+                      stop_detail=f"stopped: {self.failed}", history=c.history, resumed_at=c.resumed_at,
                       wall_time_s=c.wall_time + time.monotonic() - self.started)
         note(self.report, f"failed: {self.failed}", "error")
         return {**record, **provenance(self.device)}
