@@ -121,10 +121,10 @@ class TrainingPart:
             self.emit("training", "c", **base, status="not run", final=True, stop=stop, samples_seen=0,
                       solved=False, note="not even one evaluation interval fitted")
             return f"not run ({stop})"
-        keep = {k: record.get(k) for k in ("status", "error", "test_metric", "sequence_accuracy", "test_loss",
-                                           "samples_seen", "samples_to_solve", "solved", "steps", "wall_time_s",
-                                           "history", "params", "tensor_size", "lr", "seed", "forget_bias",
-                                           "flush_denormal", "task_info")}
+        keep = {k: record.get(k) for k in ("status", "error", "test_metric", "sequence_accuracy", "test_by_position",
+                                           "test_loss", "samples_seen", "samples_to_solve", "solved", "steps",
+                                           "wall_time_s", "history", "params", "tensor_size", "lr", "seed",
+                                           "forget_bias", "flush_denormal", "task_info")}
         rate = record["samples_seen"] / record["wall_time_s"] if record["wall_time_s"] else None
         self.emit("training", "c", **base, **keep, final=True, stop=stop, chunks=chunks, samples_per_s=rate,
                   samples_per_s_note="all samples seen over the run's whole wall time (model builds, "
