@@ -31,6 +31,7 @@ PANEL_W, PANEL_H = 3.6, 3.0  # inches a panel
 MAX_COLUMNS = 4
 MIN_WIDTH = 6.0  # inches for the panels, however few
 TITLE_CHARS_PER_INCH = 10  # at the title's medium font
+X_MARGIN = 1.03  # the shared x axis ends this far past the longest run
 
 
 def draw_curves(rows: pd.DataFrame, sweep: str, task: str, out: Path) -> "TaskFigure | None":
@@ -85,6 +86,9 @@ def _figure(runs: pd.DataFrame, title: str, device: str) -> Figure:
         _axes(ax, runs, depth, scale)
     for ax in axes[len(depths):]:
         ax.axis("off")
+    # Set once from every run: a panel's own set_xlim(left=0) froze the shared scale at the first
+    # panel's extent, cutting a deeper depth's longer curve.
+    axes[0].set_xlim(0, X_MARGIN * max(p[0] for h in runs["history"] for p in map(_point, h) if p))
     order = sorted(handles, key=lambda label: config_order(label.rstrip(NOT_CAUSAL)))
     fig.legend([handles[k] for k in order], [legend_text(k) for k in order], loc="outside right upper",
                fontsize="small", title="configuration")
@@ -115,7 +119,6 @@ def _axes(ax, runs: pd.DataFrame, depth: int, scale: float) -> None:
     ax.set_title(f"L = {depth}", fontsize="small")
     units = runs["sample_unit"].dropna().astype(str).unique() if "sample_unit" in runs else []
     ax.set_xlabel(f"training {units[0] if len(units) == 1 else 'sample'}s seen")
-    ax.set_xlim(left=0)
     ax.xaxis.set_major_formatter(FuncFormatter(axis_count))
     ax.grid(True, alpha=0.3)
     if is_accuracy(runs):
