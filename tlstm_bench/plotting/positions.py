@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ..results.frame import config_order
-from .curves import axis_count
+from .curves import X_MARGIN, axis_count
 from .figures import TASK_TITLES, TaskFigure, device_line, figure_name, save
 
 PANEL_W, PANEL_H = 3.2, 2.4  # inches a panel
@@ -94,6 +94,7 @@ def positions_figure(runs: pd.DataFrame, title: str, device: str) -> Figure:
         image = _panel(ax, run, bottom=k + columns >= len(runs))  # no panel below it in its column
     for ax in axes[len(runs):]:
         ax.axis("off")
+    axes[0].set_xlim(0, X_MARGIN * max(position_matrix(h)[0].max() for h in runs["history"]))  # shared
     fig.colorbar(image, ax=axes.tolist(), label="test accuracy (%)", shrink=0.9)
     text = (f"{title}: test accuracy at each answer position during training", device,
             "the first answer at the top; a memorization run that recalls only the last symbol it read "
@@ -105,14 +106,15 @@ def positions_figure(runs: pd.DataFrame, title: str, device: str) -> Figure:
 
 def _panel(ax, run: pd.Series, *, bottom: bool):
     samples, accuracy = position_matrix(run["history"])
-    # Each evaluation's column reaches back to the one before it (the first from 0).
-    edges = np.concatenate([[0.0], samples])
+    # Each evaluation's column reaches back to the one before it; the first as far as the gap after
+    # it (from 0 for a record's evaluations, which start one interval in).
+    first_gap = samples[1] - samples[0] if len(samples) > 1 else samples[0]
+    edges = np.concatenate([[max(0.0, samples[0] - first_gap)], samples])
     positions = np.arange(accuracy.shape[1] + 1) + 0.5
     image = ax.pcolormesh(edges, positions, 100.0 * accuracy.T, cmap=COLOURS, vmin=0.0, vmax=100.0)
     ax.set_ylim(positions[-1], positions[0])  # the first answer at the top
     ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
     ax.xaxis.set_major_formatter(FuncFormatter(axis_count))
-    ax.set_xlim(left=0)
     ax.set_title(textwrap.fill(_label(run).replace(",", ", "), TITLE_CHARS, break_on_hyphens=False).replace(", ", ","),
                  fontsize="small")
     if ax.get_subplotspec().is_first_col():
