@@ -32,13 +32,17 @@ def test_a_checkpoint_gives_its_records_positions(tmp_path, monkeypatch, capsys)
     assert result["by_position"] == record["test_by_position"] and len(result["by_position"]) == 4
     assert result["metric"] == pytest.approx(record["test_metric"])
 
-    argv = ["answer_positions.py", str(tmp_path / "ckpt"), "--json", str(tmp_path / "p.json")]
+    argv = ["answer_positions.py", str(tmp_path / "ckpt"), "--json", str(tmp_path / "p.json"),
+            "--figure", str(tmp_path / "p.png")]
     monkeypatch.setattr(sys, "argv", argv)
     mod.main()
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("3d-cn:cell_kernel=shift,input_init=normal L=2 M=6 seed 2, 180 samples")
     assert len(out[1].split()) == 4
     assert json.loads((tmp_path / "p.json").read_text())[0]["by_position"] == record["test_by_position"]
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+    runs = mod.runs([result, {**result, "samples": 90}])  # two copies of one run: one panel, two columns
+    assert len(runs) == 1 and [e["samples"] for e in runs.iloc[0]["history"]] == [90, 180]
 
 
 def test_no_checkpoint_is_a_one_line_error(tmp_path):
