@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ..results.frame import config_order
-from .curves import X_MARGIN, axis_count
+from .curves import MIN_WIDTH, TITLE_CHARS_PER_INCH, X_MARGIN, axis_count
 from .figures import TASK_TITLES, TaskFigure, device_line, figure_name, save
 
 PANEL_W, PANEL_H = 3.2, 2.4  # inches a panel
@@ -87,7 +87,8 @@ def positions_figure(runs: pd.DataFrame, title: str, device: str) -> Figure:
     """One panel per run of :func:`position_runs`, the accuracy (%) by answer position over training."""
     columns = min(len(runs), MAX_COLUMNS)
     rows = math.ceil(len(runs) / columns)
-    fig = Figure(figsize=(PANEL_W * columns + 1.0, PANEL_H * rows + 1.1), layout="constrained")
+    width = max(MIN_WIDTH, PANEL_W * columns) + 1.0  # inches: the panels, at least the title's, and the colour bar
+    fig = Figure(figsize=(width, PANEL_H * rows + 1.1), layout="constrained")
     axes = fig.subplots(rows, columns, squeeze=False, sharex=True).ravel()
     image = None
     for k, (ax, (_, run)) in enumerate(zip(axes, runs.iterrows())):
@@ -99,8 +100,8 @@ def positions_figure(runs: pd.DataFrame, title: str, device: str) -> Figure:
     text = (f"{title}: test accuracy at each answer position during training", device,
             "the first answer at the top; a memorization run that recalls only the last symbol it read "
             "lights only the bottom row")
-    width = int((PANEL_W * columns + 1.0) * 10)
-    fig.suptitle("\n".join(textwrap.fill(t, width, break_on_hyphens=False) for t in text if t), fontsize="medium")
+    fig.suptitle("\n".join(textwrap.fill(t, int(width * TITLE_CHARS_PER_INCH), break_on_hyphens=False)
+                           for t in text if t), fontsize="medium")
     return fig
 
 
