@@ -507,6 +507,11 @@ def test_answer_positions_are_drawn_one_panel_a_run_first_answer_on_top(tmp_path
     assert list(grid[:, -1]) == [0.0, 0.0, 0.0, 100.0]  # L = 1 at the end: the last answer only
     assert list(four.collections[0].get_array().reshape(4, 4)[:, -1]) == [100.0] * 4
     assert one.get_xlim() == four.get_xlim() and one.get_xlim()[0] == 0
+    assert "not causal" not in fig._suptitle.get_text()
+    runs.loc[runs.index[1], "causal"] = False  # a run measured not causal is marked, as in every figure
+    fig = positions_figure(runs, "Memorization", "test-cpu")
+    assert [ax.get_title() for ax in fig.axes if ax.get_title()][1] == "3d-cn† L=4 seed 0"
+    assert "† measured not causal" in fig._suptitle.get_text()
 
 
 def test_no_positions_figure_from_records_without_them(report):

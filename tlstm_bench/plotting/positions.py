@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from ..results.frame import config_order
+from ..results.view import NOT_CAUSAL
 from .curves import MIN_WIDTH, TITLE_CHARS_PER_INCH, X_MARGIN, axis_count
 from .figures import TASK_TITLES, TaskFigure, device_line, figure_name, save
 
@@ -63,12 +64,17 @@ def _number(value) -> float:
 
 
 def _label(run: pd.Series) -> str:
-    """'3d-cn L=4 seed 0', without what the record does not have."""
-    parts = [str(run["config"])]
+    """'3d-cn L=4 seed 0', without what the record does not have; † where measured not causal."""
+    parts = [str(run["config"]) + (NOT_CAUSAL if _not_causal(run) else "")]
     for prefix, name in (("L=", "depth"), ("seed ", "seed")):
         if math.isfinite(_number(run.get(name))):
             parts.append(f"{prefix}{int(run[name])}")
     return " ".join(parts)
+
+
+def _not_causal(run: pd.Series) -> bool:
+    value = run.get("causal")
+    return isinstance(value, (bool, np.bool_)) and not bool(value)
 
 
 def position_matrix(history) -> tuple[np.ndarray, np.ndarray]:
@@ -97,9 +103,11 @@ def positions_figure(runs: pd.DataFrame, title: str, device: str) -> Figure:
         ax.axis("off")
     axes[0].set_xlim(0, X_MARGIN * max(position_matrix(h)[0].max() for h in runs["history"]))  # shared
     fig.colorbar(image, ax=axes.tolist(), label="test accuracy (%)", shrink=0.9)
+    marked = f"; {NOT_CAUSAL} measured not causal (it sees later inputs): not comparable" \
+        if any(_not_causal(run) for _, run in runs.iterrows()) else ""
     text = (f"{title}: test accuracy at each answer position during training", device,
             "the first answer at the top; a memorization run that recalls only the last symbol it read "
-            "lights only the bottom row")
+            f"lights only the bottom row{marked}")
     fig.suptitle("\n".join(textwrap.fill(t, int(width * TITLE_CHARS_PER_INCH), break_on_hyphens=False)
                            for t in text if t), fontsize="medium")
     return fig
