@@ -3,7 +3,6 @@ run's own record keeps (the same parameters and test set, rebuilt from the check
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -12,21 +11,18 @@ import pytest
 
 from tlstm_bench.training import train
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "answer_positions.py"
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # benchmarks/ is beside the installed package, not in it
+    sys.path.insert(0, str(ROOT))
 
-
-def script():
-    spec = importlib.util.spec_from_file_location("answer_positions", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from benchmarks import answer_positions  # noqa: E402
 
 
 def test_a_checkpoint_gives_its_records_positions(tmp_path, monkeypatch, capsys):
     record = train("3d-cn:cell_kernel=shift,input_init=normal", task="memorization", symbols=4, alphabet=8,
                    depth=2, channels=6, max_samples=15 * 12, eval_every=15 * 6, seed=2,
                    checkpoint_dir=str(tmp_path / "ckpt"))
-    mod = script()
+    mod = answer_positions
     result = mod.positions(tmp_path / "ckpt")
     assert result["samples"] == record["samples_seen"] == 180
     assert result["by_position"] == record["test_by_position"] and len(result["by_position"]) == 4
@@ -47,4 +43,4 @@ def test_a_checkpoint_gives_its_records_positions(tmp_path, monkeypatch, capsys)
 
 def test_no_checkpoint_is_a_one_line_error(tmp_path):
     with pytest.raises(SystemExit, match="no checkpoint in"):
-        script().positions(tmp_path)
+        answer_positions.positions(tmp_path)

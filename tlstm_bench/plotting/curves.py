@@ -23,8 +23,7 @@ from matplotlib.ticker import FuncFormatter
 
 from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL
-from .figures import (TASK_TITLES, TaskFigure, accuracy_scale, causal_cells, device_line, figure_name,
-                      is_accuracy, metric_label, save)
+from .figures import TaskFigure, accuracy_scale, causal_cells, draw_runs, is_accuracy, metric_label
 from .styles import Palette, legend_text, legend_width
 
 PANEL_W, PANEL_H = 3.6, 3.0  # inches a panel
@@ -37,14 +36,8 @@ X_MARGIN = 1.03  # the shared x axis ends this far past the longest run
 def draw_curves(rows: pd.DataFrame, sweep: str, task: str, out: Path) -> "TaskFigure | None":
     """Draw the learning curves of one sweep and task (PNG and PDF) into ``out``; None when no
     training record of theirs kept an evaluation."""
-    train = rows[rows["kind"] == "train"]
-    runs = curve_runs(train)
-    if not len(runs):
-        return None
-    fig = _figure(runs, f"{TASK_TITLES.get(task, task)} (sweep '{sweep}')", device_line(runs))
-    result = TaskFigure(sweep, f"{task} (learning curves)", lines=sorted(runs["config"].unique(), key=config_order))
-    result.paths = save(fig, out, figure_name(sweep, task) + "-curves")
-    return result
+    return draw_runs(rows, sweep, task, out, select=curve_runs, draw=_figure, what="learning curves",
+                     suffix="-curves")
 
 
 def curve_runs(train: pd.DataFrame) -> pd.DataFrame:

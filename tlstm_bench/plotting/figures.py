@@ -251,6 +251,20 @@ def _devices(train: pd.DataFrame, runtime: pd.DataFrame) -> str:
             else "; ".join(f"{kind}: {line}" for kind, line in devices.items()))
 
 
+def draw_runs(rows: pd.DataFrame, sweep: str, task: str, out: Path, *, select, draw, what: str,
+              suffix: str) -> "TaskFigure | None":
+    """A per-run figure of one sweep and task (PNG and PDF) into ``out``, named
+    ``<sweep>-<task><suffix>``: ``select`` picks the training records it can draw (None when
+    none), ``draw(runs, title, device)`` makes the figure; ``what`` names it in the report."""
+    runs = select(rows[rows["kind"] == "train"])
+    if not len(runs):
+        return None
+    fig = draw(runs, f"{TASK_TITLES.get(task, task)} (sweep '{sweep}')", device_line(runs))
+    result = TaskFigure(sweep, f"{task} ({what})", lines=sorted(runs["config"].unique(), key=config_order))
+    result.paths = save(fig, out, figure_name(sweep, task) + suffix)
+    return result
+
+
 def save(fig: Figure, out: Path, name: str) -> list[Path]:
     """The figure as PNG and PDF, without dates in them (the same records give the same files)."""
     out.mkdir(parents=True, exist_ok=True)

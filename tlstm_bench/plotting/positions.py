@@ -25,7 +25,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL
 from .curves import MIN_WIDTH, TITLE_CHARS_PER_INCH, X_MARGIN, axis_count
-from .figures import TASK_TITLES, TaskFigure, device_line, figure_name, save
+from .figures import TaskFigure, draw_runs
 
 PANEL_W, PANEL_H = 3.2, 2.4  # inches a panel
 MAX_COLUMNS = 4
@@ -36,13 +36,8 @@ COLOURS = "viridis"
 def draw_positions(rows: pd.DataFrame, sweep: str, task: str, out: Path) -> "TaskFigure | None":
     """Draw the answer-position maps of one sweep and task (PNG and PDF) into ``out``; None when
     no training record of theirs kept the accuracy by position."""
-    runs = position_runs(rows[rows["kind"] == "train"])
-    if not len(runs):
-        return None
-    fig = positions_figure(runs, f"{TASK_TITLES.get(task, task)} (sweep '{sweep}')", device_line(runs))
-    result = TaskFigure(sweep, f"{task} (answer positions)", lines=sorted(runs["config"].unique(), key=config_order))
-    result.paths = save(fig, out, figure_name(sweep, task) + "-positions")
-    return result
+    return draw_runs(rows, sweep, task, out, select=position_runs, draw=positions_figure, what="answer positions",
+                     suffix="-positions")
 
 
 def position_runs(train: pd.DataFrame) -> pd.DataFrame:
