@@ -1,6 +1,6 @@
 """The test accuracy at each answer position of saved training checkpoints: what a run learned.
 
-    python benchmarks/answer_positions.py CHECKPOINT_DIR... [--json FILE]
+    python benchmarks/answer_positions.py CHECKPOINT_DIR... [--json FILE] [--figure FILE.png]
 
 Each checkpoint (``tlstm-bench train --checkpoint-dir DIR``) names its run: configuration,
 task and options, depth, M. The model is rebuilt, its parameters loaded and the task's own

@@ -47,8 +47,10 @@ def position_runs(train: pd.DataFrame) -> pd.DataFrame:
         return train.iloc[0:0]
     kept = train["history"].map(lambda h: bool(position_matrix(h)[0].size))
     runs = train[(train["status"] == "ok") & kept]
+
     def place(i):
-        return (config_order(runs.at[i, "config"]), *(_number(runs[f].get(i)) if f in runs else 0 for f in ("depth", "seed")))
+        return (config_order(runs.at[i, "config"]),
+                *(_number(runs[f].get(i)) if f in runs else 0 for f in ("depth", "seed")))
 
     return runs.loc[sorted(runs.index, key=place)]
 
