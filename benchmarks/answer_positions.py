@@ -23,6 +23,7 @@ import torch
 
 from tlstm_bench import build_model
 from tlstm_bench.plotting.positions import position_runs, positions_figure
+from tlstm_bench.results.view import whole_percents
 from tlstm_bench.tasks import make_task
 from tlstm_bench.training.checkpoint import checkpoint_path, load_checkpoint
 
@@ -58,7 +59,7 @@ def main() -> None:
         key = result["key"]
         print(f"{key['config']} L={key['depth']} M={key['channels']} seed {key['seed']}, "
               f"{result['samples']:,} samples: test accuracy {100 * result['metric']:.1f}%; by answer position (%):")
-        print("  " + " ".join(f"{100 * v:.0f}" for v in result["by_position"]))
+        print("  " + whole_percents(result["by_position"]))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
     if args.figure is not None:

@@ -23,7 +23,8 @@ from matplotlib.ticker import FuncFormatter
 
 from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL
-from .figures import TaskFigure, accuracy_scale, causal_cells, draw_runs, is_accuracy, metric_label
+from .figures import (NOT_CAUSAL_NOTE, TaskFigure, accuracy_scale, causal_cells, draw_runs, is_accuracy,
+                      metric_label)
 from .styles import Palette, legend_text, legend_width
 
 PANEL_W, PANEL_H = 3.6, 3.0  # inches a panel
@@ -87,7 +88,7 @@ def _figure(runs: pd.DataFrame, title: str, device: str) -> Figure:
                fontsize="small", title="configuration")
     seeds = "one line a seed; " if runs.groupby(["config", "depth"]).size().max() > 1 else ""
     ends = "a run ends in its marker, filled if it solved the task" if _solvable(runs) else ""
-    marked = f"; {NOT_CAUSAL} measured not causal (it sees later inputs): not comparable" \
+    marked = f"; {NOT_CAUSAL_NOTE}" \
         if any(label.endswith(NOT_CAUSAL) for label in labels.values()) else ""
     parts = (f"{title}: {_what(runs)} during training", device, f"{seeds}{ends}{marked}".strip("; "))
     text = "\n".join(textwrap.fill(t, int(panels * TITLE_CHARS_PER_INCH), break_on_hyphens=False)

@@ -251,6 +251,9 @@ def _devices(train: pd.DataFrame, runtime: pd.DataFrame) -> str:
             else "; ".join(f"{kind}: {line}" for kind, line in devices.items()))
 
 
+NOT_CAUSAL_NOTE = f"{NOT_CAUSAL} measured not causal (it sees later inputs): not comparable"
+
+
 def draw_runs(rows: pd.DataFrame, sweep: str, task: str, out: Path, *, select, draw, what: str,
               suffix: str) -> "TaskFigure | None":
     """A per-run figure of one sweep and task (PNG and PDF) into ``out``, named

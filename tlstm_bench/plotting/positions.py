@@ -25,7 +25,8 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from ..results.frame import config_order
 from ..results.view import NOT_CAUSAL
 from .curves import MIN_WIDTH, TITLE_CHARS_PER_INCH, X_MARGIN, axis_count
-from .figures import TaskFigure, draw_runs
+from .figures import NOT_CAUSAL_NOTE, TaskFigure, draw_runs
+from .styles import legend_text
 
 PANEL_W, PANEL_H = 3.2, 2.4  # inches a panel
 MAX_COLUMNS = 4
@@ -93,14 +94,15 @@ def positions_figure(runs: pd.DataFrame, title: str, device: str) -> Figure:
     width = max(MIN_WIDTH, PANEL_W * columns) + 1.0  # inches: the panels, at least the title's, and the colour bar
     fig = Figure(figsize=(width, PANEL_H * rows + 1.1), layout="constrained")
     axes = fig.subplots(rows, columns, squeeze=False, sharex=True).ravel()
+    maps = [position_matrix(h) for h in runs["history"]]
     image = None
-    for k, (ax, (_, run)) in enumerate(zip(axes, runs.iterrows())):
-        image = _panel(ax, run, bottom=k + columns >= len(runs))  # no panel below it in its column
+    for k, (ax, (_, run), (samples, accuracy)) in enumerate(zip(axes, runs.iterrows(), maps)):
+        image = _panel(ax, run, samples, accuracy, bottom=k + columns >= len(runs))  # none below it
     for ax in axes[len(runs):]:
         ax.axis("off")
-    axes[0].set_xlim(0, X_MARGIN * max(position_matrix(h)[0].max() for h in runs["history"]))  # shared
+    axes[0].set_xlim(0, X_MARGIN * max(samples.max() for samples, _ in maps))  # shared by every panel
     fig.colorbar(image, ax=axes.tolist(), label="test accuracy (%)", shrink=0.9)
-    marked = f"; {NOT_CAUSAL} measured not causal (it sees later inputs): not comparable" \
+    marked = f"; {NOT_CAUSAL_NOTE}" \
         if any(_not_causal(run) for _, run in runs.iterrows()) else ""
     text = (f"{title}: test accuracy at each answer position during training", device,
             "the first answer at the top; a memorization run that recalls only the last symbol it read "
@@ -110,8 +112,8 @@ def positions_figure(runs: pd.DataFrame, title: str, device: str) -> Figure:
     return fig
 
 
-def _panel(ax, run: pd.Series, *, bottom: bool):
-    samples, accuracy = position_matrix(run["history"])
+def _panel(ax, run: pd.Series, samples: np.ndarray, accuracy: np.ndarray, *, bottom: bool):
+    """One run's map: ``accuracy`` (evaluations x answer positions) at ``samples``."""
     # Each evaluation's column reaches back to the one before it; the first as far as the gap after
     # it (from 0 for a record's evaluations, which start one interval in).
     first_gap = samples[1] - samples[0] if len(samples) > 1 else samples[0]
@@ -121,8 +123,7 @@ def _panel(ax, run: pd.Series, *, bottom: bool):
     ax.set_ylim(positions[-1], positions[0])  # the first answer at the top
     ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
     ax.xaxis.set_major_formatter(FuncFormatter(axis_count))
-    ax.set_title(textwrap.fill(_label(run).replace(",", ", "), TITLE_CHARS, break_on_hyphens=False).replace(", ", ","),
-                 fontsize="small")
+    ax.set_title(legend_text(_label(run), TITLE_CHARS, indent=""), fontsize="small")  # broken after commas
     if ax.get_subplotspec().is_first_col():
         ax.set_ylabel("answer position")
     if bottom:  # the shared x axis is labelled under the lowest panel of each column

@@ -54,11 +54,12 @@ class Palette:
         return self._rank.get(config, 0.0) * self.step
 
 
-def legend_text(label: str, width: int = LEGEND_CHARS) -> str:
-    """A legend label as shown: a long knob string broken after its commas, continued indented."""
+def legend_text(label: str, width: int = LEGEND_CHARS, indent: str = "  ") -> str:
+    """A legend label as shown: a long knob string broken after its commas, continued ``indent``ed
+    (a centred panel title: not at all)."""
     if len(label) <= width or "," not in label:
         return label
-    return "\n".join(textwrap.wrap(label.replace(",", ", "), width, subsequent_indent="  ",
+    return "\n".join(textwrap.wrap(label.replace(",", ", "), width, subsequent_indent=indent,
                                    break_on_hyphens=False)).replace(", ", ",")
 
 

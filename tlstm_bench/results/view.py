@@ -200,9 +200,14 @@ def _is_missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+def whole_percents(fractions) -> str:
+    """``2 0 94 100``: fractions (an answer position's accuracy each) as whole percents."""
+    return " ".join(f"{100 * v:.0f}" for v in fractions)
+
+
 def format_value(column: str, value, row) -> str:
-    if column == "test_by_position" and isinstance(value, list):  # whole percent, the first answer first
-        return " ".join(f"{100 * v:.0f}" for v in value)
+    if column == "test_by_position" and isinstance(value, list):  # the first answer first
+        return whole_percents(value)
     if isinstance(value, (dict, list)):
         return f"[{len(value)} values]" if isinstance(value, list) else json.dumps(value, sort_keys=True)[:40]
     if _is_missing(value):

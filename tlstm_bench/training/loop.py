@@ -44,6 +44,7 @@ from ..models import build_model, training_implementation
 from ..models.memory import check_fits, model_memory
 from ..results import code_version, provenance
 from ..results.schema import record_key, versioned_id
+from ..results.view import whole_percents
 from ..tasks import Task
 from ..vocab import torch_device
 from .checkpoint import Counters, RunState, checkpoint_path, load_checkpoint, save_checkpoint
@@ -101,6 +102,9 @@ def _check_memory(s: TrainSettings, task: Task, device: torch.device) -> None:
                f"training {s.config} at L={s.depth} on {task.name} (batch {s.batch_size}, T={task.seq_len})",
                "lower --batch-size, the depth or --channels/--budget")
 
+
+# What a failed run's record holds of its metrics: none (a diverged model's numbers mean nothing).
+NO_METRICS = {"valid_metric": None, "test_metric": None, "sequence_accuracy": None, "test_by_position": None}
 
 # What a checkpoint must match to be resumed (a subset of the record's identity).
 CHECKPOINT_KEY = ("config", "task", "task_options", "depth", "channels", "batch_size", "seed", "lr")
@@ -345,8 +349,7 @@ class Trainer:
         for name in ("valid_metric", "test_metric"):
             value = record[name]
             if value is not None and not math.isfinite(value):
-                record.update(status="failed", error=f"{name} is {value}: the model diverged", valid_metric=None,
-                              test_metric=None, sequence_accuracy=None, test_by_position=None)
+                record.update(status="failed", error=f"{name} is {value}: the model diverged", **NO_METRICS)
                 break
         note(self.report, summary(record), "ok" if record["status"] == "ok" else "error")
         if record.get("test_by_position") and not record["solved"]:  # what an unsolved run has learned
@@ -356,8 +359,7 @@ class Trainer:
 
     def _failed_record(self) -> dict:
         c, record = self.counters, self.record
-        record.update(status="failed", error=self.failed, valid_metric=None, test_metric=None,
-                      sequence_accuracy=None, test_by_position=None, samples_seen=c.samples,
+        record.update(status="failed", error=self.failed, **NO_METRICS, samples_seen=c.samples,
                       samples_to_solve=None, solved=False, steps=c.step, stop_reason="non_finite_loss",
                       stop_detail=f"stopped: {self.failed}", history=c.history, resumed_at=c.resumed_at,
                       wall_time_s=c.wall_time + time.monotonic() - self.started)
@@ -384,7 +386,7 @@ def stop_detail(c: Counters, s: TrainSettings, total: int, task: Task) -> str:
 
 def position_line(by_position: list) -> str:
     """The test accuracy at each answer position, in whole percent, the first answer first."""
-    return "test accuracy by answer position (%), first to last: " + " ".join(f"{100 * v:.0f}" for v in by_position)
+    return "test accuracy by answer position (%), first to last: " + whole_percents(by_position)
 
 
 def summary(record: dict) -> str:
