@@ -70,7 +70,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # model_
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # cuda_clock, beside it, also when imported as a module
 from cuda_clock import sync, timed_ms  # noqa: E402
 
-VOCAB, M100, CHECK_T, MIN_ROUNDS = 205, 100, 7, 3
+VOCAB, M100, CHECK_T, CHECK_M, MIN_ROUNDS = 205, 100, 7, 20, 3
+EAGER_FACTOR = 5.0  # a variant may be this many times float32 eager's own error on a tensor (issue 28)
 PRESETS = ("2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn")
 PROBE_S = 100.0  # at most, for the graph probe's processes (a start, the compiles, the captures)
 PRECOMPILE_S = 150.0  # at most, for compiling the plan's kernels ahead in parallel (triton_precompile.py)
@@ -233,25 +234,48 @@ class _nothing:
         return False
 
 
+def check_scale(channels: int) -> float:
+    """How far the check moves the parameters off their initial values: the tests' 0.3 at
+    M = 20, scaled by 1/sqrt(M) so that the recurrence's gain stays what it is there. With 0.3
+    at M = 100 or 895 and L = 10 the recurrence is chaotic (the H200 session of 2026-11-27:
+    gradient norms 1e5 at T = 7, 1e13 at T = 40), and float32 ``eager`` itself is 1.5e-2 to 1.7
+    away from float64: a check there measures the problem's conditioning, not the kernels."""
+    return 0.3 * (CHECK_M / channels) ** 0.5
+
+
 def check(v: Variant, device: str, oracles: dict) -> dict:
     """float32 at the variant's precision, tiles and path against eager in float64 (outputs and
-    every gradient, norm of the difference over the norm), at its M, depth and batch, T = 7."""
+    every gradient, norm of the difference over the norm), at its M, depth and batch, T = 7,
+    the parameters moved by ``check_scale``. Right when every tensor is within the precision's
+    tolerance or within EAGER_FACTOR times float32 ``eager``'s own error on that tensor (the
+    rule issue 28 states: a kernel need not beat the oracle's own float32 rounding)."""
     from model_helpers import outputs_and_grads
 
     from tlstm_bench.models import triton_tlstm
     from tlstm_bench.models.triton_tlstm.tiles import CHECK_TOLERANCE
 
-    kw = dict(batch=v.batch, seq_len=CHECK_T if device == "cuda" else 2, channels=v.rec["channels"], device=device)
-    key = (v.config, v.depth, v.batch, v.rec["channels"])
+    channels = v.rec["channels"]
+    kw = dict(batch=v.batch, seq_len=CHECK_T if device == "cuda" else 2, channels=channels, device=device,
+              perturb_scale=check_scale(channels))
+    key = (v.config, v.depth, v.batch, channels)
     if key not in oracles:
-        oracles[key] = outputs_and_grads(v.config, v.depth, "eager", dtype=torch.float64, **kw)
+        want = outputs_and_grads(v.config, v.depth, "eager", dtype=torch.float64, **kw)
+        oracles[key] = want, rel_errors(outputs_and_grads(v.config, v.depth, "eager", dtype=torch.float32, **kw),
+                                        want)
+    want, eager32 = oracles[key]
     with triton_tlstm.forced(menu=v.menu, persistent=v.persistent):
         got = outputs_and_grads(v.config, v.depth, "triton", dtype=torch.float32, precision=v.precision, **kw)
-    errs = {k: ((got[k] - w).norm() / w.norm().clamp_min(1e-30)).item() for k, w in oracles[key].items()
-            if w is not None}
+    errs, tolerance = rel_errors(got, want), CHECK_TOLERANCE[v.precision]
     worst = max(errs, key=errs.get)
-    return dict(check_max_rel=errs[worst], check_worst=worst, check_tolerance=CHECK_TOLERANCE[v.precision],
-                check_ok=errs[worst] <= CHECK_TOLERANCE[v.precision])
+    bad = [k for k, e in errs.items() if e > max(tolerance, EAGER_FACTOR * eager32[k])]
+    return dict(check_max_rel=errs[worst], check_worst=worst, check_tolerance=tolerance,
+                check_eager32=max(eager32.values()), check_perturb=round(check_scale(channels), 4),
+                check_ok=not bad, **({"check_failed": bad} if bad else {}))
+
+
+def rel_errors(got: dict, want: dict) -> dict[str, float]:
+    """Per tensor: the norm of the difference over the norm of the float64 oracle's."""
+    return {k: ((got[k] - w).norm() / w.norm().clamp_min(1e-30)).item() for k, w in want.items() if w is not None}
 
 
 def graph_check(v: Variant, device: str) -> dict:
@@ -645,6 +669,66 @@ def graph_notes(done: list[Variant]) -> list[str]:
     return lines
 
 
+def record_key(r: dict) -> str:
+    """A stored record's ``vkey``."""
+    return f"{r['session_group']} {r['config']} L={r['depth']} {r['variant']}"
+
+
+def load_records(store: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(store.glob("*/*.json"))]
+
+
+def recheck(s: Session, store: Path, jobs: int) -> None:
+    """Check again, without timing, the variants that a session's records in ``store`` mark
+    wrong (the check as it is now: ``check``), each result written into ``recheck.json`` as it
+    is made: {vkey: the check's fields, or {"error": one line}}."""
+    wrong = {record_key(r): r for r in load_records(store) if r.get("wrong")}
+    todo = [v for v in plan(s.device) if vkey(v) in wrong]
+    s.say(f"recheck: {len(todo)} variant(s) marked wrong in {store}")
+    if s.device == "cuda" and jobs > 0 and todo:
+        s.say(precompile_plan(todo, jobs, s))
+    found: dict[str, dict] = {}
+    for v in todo:
+        if s.left() <= 0:
+            s.say(f"skip {vkey(v)}: budget spent")
+            continue
+        v.rec = {"channels": wrong[vkey(v)]["channels"]}
+        try:
+            found[vkey(v)] = check(v, s.device, s.oracles)
+        except Exception as exc:  # noqa: BLE001 - this variant's failure; the next goes on
+            found[vkey(v)] = {"error": one_line(exc)}
+        (s.out / "recheck.json").write_text(json.dumps(found, indent=1) + "\n")
+        r = found[vkey(v)]
+        s.say(f"recheck {vkey(v)}: " + (r.get("error") or f"{'right' if r['check_ok'] else 'WRONG'} "
+                                          f"{r['check_max_rel']:.1e} (eager float32 {r['check_eager32']:.1e})"))
+
+
+def rejudge(run: Path) -> list[str]:
+    """A session's records (``run``/store) with the verdicts of its ``recheck.json`` in place of
+    the ones it was timed with: ``table-rechecked.json`` and ``targets-rechecked.txt`` beside
+    them (the records stay as the device wrote them); the targets' lines."""
+    from dataclasses import replace
+
+    checks = json.loads((run / "recheck.json").read_text())
+    records = load_records(run / "store")
+    planned = {vkey(v): v for v in plan(records[0]["device"])}
+    done = []
+    for r in records:
+        if record_key(r) not in planned:
+            continue
+        v = replace(planned[record_key(r)], rec=dict(r))
+        found = checks.get(record_key(r), {})
+        if "check_ok" in found:
+            v.rec.update(found, rechecked=True, wrong=not found["check_ok"])
+        done.append(v)
+    first = done[0].rec
+    prov = dict(device=first["device_name"], triton=first["triton_version"], torch=first["torch_version"])
+    (run / "table-rechecked.json").write_text(json.dumps({"entries": table_rows(done, prov)}, indent=1) + "\n")
+    lines = targets(done)
+    (run / "targets-rechecked.txt").write_text("\n".join(lines) + "\n")
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help="a folder outside $OUT; tar it into $OUT afterwards (required)")
@@ -655,10 +739,18 @@ def main() -> int:
                     help="cpu: a dry run at toy sizes under TRITON_INTERPRET=1 (tests)")
     ap.add_argument("--precompile-jobs", type=int, default=8,
                     help="compile the plan's kernels ahead in this many processes (0: as each is first run)")
+    ap.add_argument("--recheck", type=Path, metavar="STORE",
+                    help="check again, without timing, the variants a session's store marks wrong (recheck.json)")
+    ap.add_argument("--rejudge", type=Path, metavar="RUN",
+                    help="no device: RUN/store's records with RUN/recheck.json's verdicts -> *-rechecked files")
     ap.add_argument("--probe-graphs", help=argparse.SUPPRESS)  # graph_probe's processes: a JSON list of variants
     args = ap.parse_args()
     if args.probe_graphs:
         return probe_main(args.probe_graphs, args.device)
+    if args.rejudge:
+        for line in rejudge(args.rejudge):
+            print(line)
+        return 0
     if args.out is None:
         ap.error("--out is required")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -676,6 +768,9 @@ def main() -> int:
     s.say(json.dumps(dict(prov, budget_s=args.budget_s, cooperative=triton_tlstm.cooperative_launch_supported(),
                           sms=torch.cuda.get_device_properties(0).multi_processor_count if args.device == "cuda"
                           else None)))
+    if args.recheck:
+        recheck(s, args.recheck, args.precompile_jobs)
+        return 0
     groups = [g for g in args.groups.split(",") if g]
     variants = plan(args.device)
     if args.device == "cuda" and args.precompile_jobs > 0:

@@ -29,7 +29,7 @@ def perturb(model, scale=0.3):
 
 
 def outputs_and_grads(config, depth, implementation, *, dtype=torch.float64, device="cpu", batch=2, seq_len=4,
-                      channels=3, cell_index=None, precision=None):
+                      channels=3, cell_index=None, precision=None, perturb_scale=0.3):
     """Run ``implementation`` forward from a random state, a random linear loss on y and the final
     state, and backward: {name: tensor} of y, h_T, c_T and the gradient of every parameter, the
     input and the initial state, as float64 on the CPU.
@@ -37,10 +37,12 @@ def outputs_and_grads(config, depth, implementation, *, dtype=torch.float64, dev
     Parameters, input, state and loss weights are drawn in float64 from fixed seeds and then cast
     to ``dtype`` and moved to ``device``, so every implementation, dtype and device sees the same
     values. ``cell_index`` replaces the model's memory-cell index map (another window);
-    ``precision`` sets the model's (the triton kernels' products: vocab.PRECISIONS)."""
+    ``precision`` sets the model's (the triton kernels' products: vocab.PRECISIONS);
+    ``perturb_scale`` how far the parameters move (keep it near 0.3 * sqrt(20 / channels) at large
+    widths and depths: further, the recurrence is chaotic and float32 itself leaves float64)."""
     torch.manual_seed(0)
     model = perturb(build_model(config, depth, input_size=3, output_size=2, channels=channels,
-                                implementation=implementation).double())
+                                implementation=implementation).double(), perturb_scale)
     model = model.to(device, dtype)
     if cell_index is not None:
         model.cell_index = cell_index.to(device)
