@@ -670,8 +670,9 @@ def graph_notes(done: list[Variant]) -> list[str]:
 
 
 def record_key(r: dict) -> str:
-    """A stored record's ``vkey``."""
-    return f"{r['session_group']} {r['config']} L={r['depth']} {r['variant']}"
+    """A stored record's ``vkey`` (a flattened nn.LSTM is stored as config ``nn.LSTM``)."""
+    config = "lstm" if r["config"] == "nn.LSTM" else r["config"]
+    return f"{r['session_group']} {config} L={r['depth']} {r['variant']}"
 
 
 def load_records(store: Path) -> list[dict]:

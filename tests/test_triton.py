@@ -587,6 +587,39 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
     assert "UNMEASURED: 3d-cn L=10 <= 20 us" in targets
 
 
+def test_session_recheck_and_rejudge_a_variant_marked_wrong(tmp_path):
+    """A session's variant marked wrong is checked again without timing (``--recheck STORE``:
+    recheck.json, with float32 eager's own error beside), and ``--rejudge RUN`` gives the table
+    and targets with that verdict, leaving the records as they were."""
+    pytest.importorskip("triton")
+    root = os.path.join(os.path.dirname(__file__), "..")
+    script = os.path.join(root, "benchmarks", "triton_session.py")
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=root)
+
+    def session(*args):
+        done = subprocess.run([sys.executable, script, "--device", "cpu", *args], capture_output=True, text=True,
+                              timeout=900, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    run = tmp_path / "run"
+    session("--out", str(run), "--budget-s", "3000", "--rounds", "3", "--groups", "train")
+    [path] = [p for p in (run / "store" / "triton-session").glob("*.json") if "fold" in p.read_text()]
+    record = json.loads(path.read_text())
+    assert record["check_ok"] and record["check_eager32"] > 0 and record["check_perturb"] > 0
+    path.write_text(json.dumps(dict(record, check_ok=False, wrong=True)))  # as a session would mark it
+    out = session("--out", str(tmp_path / "re"), "--budget-s", "300", "--recheck", str(run / "store"))
+    assert "recheck: 1 variant(s) marked wrong" in out
+    found = json.loads((tmp_path / "re" / "recheck.json").read_text())
+    assert list(found) == ["train 3d-cn L=2 triton:fold/step:tf32x3"] and found[list(found)[0]]["check_ok"]
+    (run / "recheck.json").write_text(json.dumps(found))
+    lines = session("--rejudge", str(run))
+    assert "MET: every timed triton variant right against float64 eager: 1 of 1 checked right" in lines
+    rows = json.loads((run / "table-rechecked.json").read_text())["entries"]
+    assert [(r["batch"], r["precision"]) for r in rows] == [(3, "tf32x3")]
+    assert json.loads(path.read_text())["wrong"]  # the device's record itself is left as it came
+
+
 def test_training_records_its_loop_and_precision():
     """A training run's record says which loop and precision ran: with no implementation
     named, a precision other than ieee runs triton (the kernels' tensor cores), ieee the
