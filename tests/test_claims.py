@@ -105,6 +105,13 @@ def flat(ratio_3d_cn=1.2, configs=TLSTMS, **kw):
     (flat(1.2, configs=TLSTMS[:-1]), NOT_RUN),                   # one configuration not measured
     (flat(1.2, device="cpu"), NOT_RUN),                           # the paper's runtimes are GPU milliseconds
     ([r for r in flat(1.2) if r["depth"] == 1] + [runtime(c, 4, 0.05) for c in TLSTMS], NOT_RUN),  # L < 5
+    # a device session times a variant that failed its check against the oracle anyway: it never counts
+    *[(flat(2.0) + [runtime("3d-cn", 10, 0.06, implementation="triton", **bad)], NOT_REPRODUCED)
+      for bad in (dict(wrong=True), dict(check_ok=False), dict(valid=False), dict(status="failed"))],
+    (flat(2.0) + [runtime("3d-cn", 10, 0.06, implementation="triton", check_ok=True)], REPRODUCED),
+    # nor a faster time at another batch or precision than L = 1's
+    (flat(2.0) + [runtime("3d-cn", 10, 0.06, implementation="triton", precision="tf32")], NOT_REPRODUCED),
+    (flat(2.0) + [runtime("3d-cn", 10, 0.06, implementation="triton", batch=15)], NOT_REPRODUCED),
 ])
 def test_runtime_flat_rule(records, status):
     assert row(records, "every tLSTM's runtime flat in L").status == status

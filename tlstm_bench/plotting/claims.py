@@ -219,22 +219,36 @@ def _metric(claim: Claim, frame: pd.DataFrame, best_of, text_of, reached) -> Cla
 
 # ---- runtime -------------------------------------------------------------------------------
 _MACHINE = ("device_name", "channels", "budget", "seq_len", "dtype")
+_DEFAULTS = {"batch": 1, "precision": "ieee"}  # what a runtime record without the field measured
 
 
 def _gpu_times(frame: pd.DataFrame) -> dict:
-    """{(machine, size, T, dtype): {config: {implementation: {depth: record}}}} of the GPU runtime
-    records of the seven presets (the fastest record of each cell)."""
+    """{(machine, size, T, dtype, batch, precision): {config: {implementation: {depth: record}}}} of
+    the GPU runtime records of the seven presets (the fastest record of each cell). A record that
+    failed, or whose implementation failed its check against the oracle (``wrong``, ``valid``
+    false, ``check_ok`` false: a device session times those anyway), never counts."""
     rows = frame[(frame["kind"] == "runtime") & (frame["device"] == "cuda") & frame["config"].isin(CONFIG_NAMES)]
     groups: dict = {}
     for record in rows.to_dict("records"):
-        if _value(record, "ms_per_step") is None:
+        if _value(record, "ms_per_step") is None or not _trusted(record):
             continue
-        key = tuple(str(record.get(k)) for k in _MACHINE)
+        key = tuple(str(record.get(k)) for k in _MACHINE) + tuple(
+            str(_value(record, k) if _value(record, k) is not None else default) for k, default in _DEFAULTS.items())
         cell = groups.setdefault(key, {}).setdefault(record["config"], {}).setdefault(record["implementation"], {})
         depth = int(record["depth"])
         if depth not in cell or record["ms_per_step"] < cell[depth]["ms_per_step"]:
             cell[depth] = record
     return groups
+
+
+def _trusted(record: dict) -> bool:
+    def no(name: str) -> bool:  # the field is there and false (a bool, or numpy's from a bool column)
+        value = _value(record, name)
+        return value is not None and not bool(value)
+
+    wrong = _value(record, "wrong")
+    return (_value(record, "status") or "ok") == "ok" and not (wrong is not None and bool(wrong)) \
+        and not no("valid") and not no("check_ok")
 
 
 def _flat_ratio(by_impl: dict) -> tuple[float, dict] | None:
