@@ -51,7 +51,8 @@ class Menu:
 # 128: at M <= 128 one turn per kernel entry, so a step is a few dependent loads, not a
 # dozen); "fp64": float64 takes the broadcast product everywhere (common.mma), with small
 # inner widths to keep it in registers. "fold" and "fold64" (issue 28, opt-in: chosen only by
-# the tuning table or forced, until a device run shows them right and faster) fold the batch
+# the tuning table or forced; the H200 tabled fold at batch 15, L = 1 in tf32 and tf32x3, and
+# fold64 at L = 10, where fast is faster still) fold the batch
 # into the rows: at batch 15 and one location one 16-row tile holds the whole batch, and at
 # 3D, L = 10 (1500 rows) "fold64" makes 24 x 4 = 96 programs, few enough for the persistent
 # grid on 132 SMs, with tl.dot (tensor cores at tf32x3 / tf32) on 64 x 32 tiles. The 3D
