@@ -3,7 +3,8 @@ interleaved within a budget; the tool's records, one archive, the targets met or
 
 Three groups, the most important first, each: build every variant, check it (float32 against
 ``eager`` in float64 on the same device, outputs and every gradient, at the timed M, depth and
-batch with T = 7, within ``tiles.CHECK_TOLERANCE`` of its precision; this also compiles it),
+batch with T = 7, the parameters moved by ``check_scale``; right within
+``tiles.CHECK_TOLERANCE`` of its precision or 5x float32 eager's own error; this also compiles it),
 then time the variants that ran in interleaved rounds (CUDA events, the median kept) until the
 group's share of the budget is spent (at least 3 rounds):
 
@@ -49,6 +50,11 @@ records are written as they are made, so a run cut by the outer ``timeout`` keep
         --out $D --budget-s 360; tar czf $OUT/triton-session.tar.gz -C /tmp tsession
 
 (``--device cpu`` with TRITON_INTERPRET=1: the same flow at toy sizes, to test the script.)
+
+``--recheck STORE`` checks again, without timing, the variants a session's records mark wrong
+(after a change to the check: ``recheck.json``); ``--rejudge RUN``, on any machine, gives RUN's
+table and targets with those verdicts (``table-rechecked.json``, ``targets-rechecked.txt``),
+leaving the records as they came back.
 """
 
 from __future__ import annotations
@@ -730,7 +736,7 @@ def rejudge(run: Path) -> list[str]:
     return lines
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help="a folder outside $OUT; tar it into $OUT afterwards (required)")
     ap.add_argument("--budget-s", type=float, default=360.0, help="stop starting work after this many seconds")
@@ -745,6 +751,11 @@ def main() -> int:
     ap.add_argument("--rejudge", type=Path, metavar="RUN",
                     help="no device: RUN/store's records with RUN/recheck.json's verdicts -> *-rechecked files")
     ap.add_argument("--probe-graphs", help=argparse.SUPPRESS)  # graph_probe's processes: a JSON list of variants
+    return ap
+
+
+def main() -> int:
+    ap = parser()
     args = ap.parse_args()
     if args.probe_graphs:
         return probe_main(args.probe_graphs, args.device)
@@ -771,8 +782,13 @@ def main() -> int:
                           else None)))
     if args.recheck:
         recheck(s, args.recheck, args.precompile_jobs)
-        return 0
-    groups = [g for g in args.groups.split(",") if g]
+    else:
+        run_groups(s, [g for g in args.groups.split(",") if g], args, prov)
+    return 0
+
+
+def run_groups(s: Session, groups: list[str], args, prov: dict) -> None:
+    """Every group in turn (warm-up and checks, then timed rounds), then the table and targets."""
     variants = plan(args.device)
     if args.device == "cuda" and args.precompile_jobs > 0:
         s.say(precompile_plan([v for v in variants if v.group in groups], args.precompile_jobs, s))
@@ -791,7 +807,6 @@ def main() -> int:
     for line in lines:
         s.say(line)
     s.say(f"{len(s.done)} records in {s.out / 'store'}; {time.monotonic() - s.start:.0f} s")
-    return 0
 
 
 if __name__ == "__main__":
