@@ -112,6 +112,7 @@ def flat(ratio_3d_cn=1.2, configs=TLSTMS, **kw):
     # nor a faster time at another batch or precision than L = 1's
     (flat(2.0) + [runtime("3d-cn", 10, 0.06, implementation="triton", precision="tf32")], NOT_REPRODUCED),
     (flat(2.0) + [runtime("3d-cn", 10, 0.06, implementation="triton", batch=15)], NOT_REPRODUCED),
+    (flat(2.0) + [runtime("3d-cn", 10, 0.06, implementation="triton", batch=1, precision="ieee")], REPRODUCED),
 ])
 def test_runtime_flat_rule(records, status):
     assert row(records, "every tLSTM's runtime flat in L").status == status

@@ -219,12 +219,12 @@ def _metric(claim: Claim, frame: pd.DataFrame, best_of, text_of, reached) -> Cla
 
 # ---- runtime -------------------------------------------------------------------------------
 _MACHINE = ("device_name", "channels", "budget", "seq_len", "dtype")
-_DEFAULTS = {"batch": 1, "precision": "ieee"}  # what a runtime record without the field measured
 
 
 def _gpu_times(frame: pd.DataFrame) -> dict:
     """{(machine, size, T, dtype, batch, precision): {config: {implementation: {depth: record}}}} of
-    the GPU runtime records of the seven presets (the fastest record of each cell). A record that
+    the GPU runtime records of the seven presets (the fastest record of each cell; a record without
+a batch or precision timed batch 1 in ieee float32). A record that
     failed, or whose implementation failed its check against the oracle (``wrong``, ``valid``
     false, ``check_ok`` false: a device session times those anyway), never counts."""
     rows = frame[(frame["kind"] == "runtime") & (frame["device"] == "cuda") & frame["config"].isin(CONFIG_NAMES)]
@@ -232,8 +232,8 @@ def _gpu_times(frame: pd.DataFrame) -> dict:
     for record in rows.to_dict("records"):
         if _value(record, "ms_per_step") is None or not _trusted(record):
             continue
-        key = tuple(str(record.get(k)) for k in _MACHINE) + tuple(
-            str(_value(record, k) if _value(record, k) is not None else default) for k, default in _DEFAULTS.items())
+        batch, precision = _value(record, "batch"), _value(record, "precision")
+        key = tuple(str(record.get(k)) for k in _MACHINE) + (int(batch or 1), precision or "ieee")
         cell = groups.setdefault(key, {}).setdefault(record["config"], {}).setdefault(record["implementation"], {})
         depth = int(record["depth"])
         if depth not in cell or record["ms_per_step"] < cell[depth]["ms_per_step"]:
