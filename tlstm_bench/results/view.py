@@ -45,7 +45,8 @@ WITHIN_SPREAD_NOTE = (f"{WITHIN_SPREAD} not resolved: this measurement cannot or
                       "of their round-by-round ratio contains 1 (records timed apart: their interquartile "
                       "ranges overlap), or the machine's load hit them unequally or made several threads "
                       "wait for each other (docs/runtime.md#a-busy-machine).")
-UNKNOWN_CAUSAL_NOTE = (f"{UNKNOWN_CAUSAL} causality not recorded (the record predates it): "
+UNKNOWN_CAUSAL_NOTE = (f"{UNKNOWN_CAUSAL} causality not recorded (an older record, or a benchmark that does not "
+                       "audit it): "
                        "`tlstm-bench info CONFIG --depth L --json` measures it.")
 
 
