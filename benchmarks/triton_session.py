@@ -80,6 +80,7 @@ VOCAB, M100, CHECK_T, CHECK_M, MIN_ROUNDS = 205, 100, 7, 20, 3
 EAGER_FACTOR = 5.0  # a variant may be this many times float32 eager's own error on a tensor (issue 28)
 PRESETS = ("2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn")
 PROBE_S = 100.0  # at most, for the graph probe's processes (a start, the compiles, the captures)
+PROFILED = {("m100", "2d", 10), ("m100", "3d-cn", 10), ("train", "3d-cn", 10)}  # where the time goes: profiled
 PRECOMPILE_S = 150.0  # at most, for compiling the plan's kernels ahead in parallel (triton_precompile.py)
 IMPLEMENTATIONS = {"triton": "triton", "triton-graph": "triton-graph", "fast": "fast", "cudnn": "cudnn",
                    "nnlstm": "torch.nn.LSTM"}
@@ -558,7 +559,45 @@ def time_rounds(s: Session, live: list[Variant], share_s: float, max_rounds: int
         rounds += 1
     for v in live:
         finish(v)
+        if profiled(v, s.device):
+            v.rec["profile"] = profile_step(v.fn, s.device, v.seq_len)
         s.store(v)
+
+
+def profiled(v: Variant, device: str) -> bool:
+    """Whether a variant's record gets a profile (``profile_step``): the shapes whose time issue
+    28 asks about, every kind there; every variant of a CPU dry run."""
+    return device == "cpu" or (v.group, v.config, v.depth) in PROFILED
+
+
+def profile_step(fn, device: str, seq_len: int) -> dict:
+    """One more call of ``fn`` under the torch profiler: the time its kernels ran on the device
+    per timestep, how many ran, and the five kernels that took most. The timed median less that
+    is the host's share and the gaps between kernels. On a CPU (a dry run) the aten ops instead,
+    nested ones counted in each: the shape of the answer, not a breakdown. Never raises: the
+    time stands without its profile."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        cuda = device == "cuda"
+        sync(device)
+        with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+            fn()
+            sync(device)
+        by_name: dict[str, float] = {}
+        count = 0
+        for e in prof.profiler.kineto_results.events():
+            on_device = str(e.device_type()).upper().endswith("CUDA")
+            if on_device != cuda or not (cuda or e.name().startswith("aten::")):
+                continue
+            count += 1
+            by_name[e.name()] = by_name.get(e.name(), 0.0) + e.duration_ns() / 1000.0
+        top = sorted(by_name.items(), key=lambda item: -item[1])[:5]
+        return {"device_us_per_step": round(sum(by_name.values()) / seq_len, 2), "events": count,
+                "top_us_per_step": [[name[:100], round(us / seq_len, 2)] for name, us in top],
+                "of": "CUDA kernels and copies on the device" if cuda else "CPU aten ops, nested ones in each"}
+    except Exception as exc:  # noqa: BLE001 - the time stands without its profile
+        return {"error": one_line(exc)}
 
 
 def finish(v: Variant) -> None:
@@ -646,7 +685,7 @@ def targets(done: list[Variant]) -> list[str]:
             x = None if t is None or fast is None else fast.rec["us_per_step"] / t.rec["us_per_step"]
             verdict(None if x is None else x >= factor, f"train 3d-cn L={depth} batch 15 {precision} >= {factor:g}x fast",
                     "unmeasured" if x is None else f"{x:.2f}x ({_us(t)} vs fast {_us(fast)})")
-    lines += graph_notes(done)
+    lines += graph_notes(done) + profile_notes(done)
     lines.append(correctness(done))
     return lines
 
@@ -672,6 +711,22 @@ def graph_notes(done: list[Variant]) -> list[str]:
         if g is not None and t is not None:
             lines.append(f"GRAPH: {config} L={depth}: {_us(g)} against {_us(t)}: "
                          f"{t.rec['us_per_step'] - g.rec['us_per_step']:+.1f} us per timestep saved")
+    return lines
+
+
+def profile_notes(done: list[Variant]) -> list[str]:
+    """Where the time of the fastest correct variant of each profiled shape goes: its kernels'
+    device time per timestep against its timed median, and the kernel that took most."""
+    lines = []
+    for group, config, depth in sorted({(v.group, v.config, v.depth) for v in done if "profile" in v.rec}):
+        found = [v for v in done if good(v) and (v.group, v.config, v.depth) == (group, config, depth)
+                 and "device_us_per_step" in v.rec.get("profile", {})]
+        for v in sorted(found, key=lambda v: v.rec["us_per_step"])[:2]:
+            p = v.rec["profile"]
+            first = p["top_us_per_step"][0] if p["top_us_per_step"] else ["-", 0.0]
+            lines.append(f"PROFILE: {group} {config} L={depth} {v.label}: kernels {p['device_us_per_step']:.1f} us "
+                         f"of {v.rec['us_per_step']:.1f} per timestep ({p['events']} events; most: "
+                         f"{first[0][:40]} {first[1]:.1f})")
     return lines
 
 

@@ -572,6 +572,7 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
     fold = by[("train", "triton:fold/step:tf32x3")]
     assert fold["precision"] == "tf32x3" and fold["check_ok"] and fold["kernels"]["menu"] == "fold"
     assert fold["batch"] == 3 and fold["samples_per_s"] > 0 and fold["repeats"] >= 3
+    assert fold["profile"]["events"] > 0 and fold["profile"]["top_us_per_step"]  # where its time went
     assert by[("m100", "triton:auto:ieee")]["check_max_rel"] < 2e-5
     rows = json.loads((tmp_path / "table.json").read_text())["entries"]
     assert {(r["batch"], r["precision"]) for r in rows} == {(1, "ieee"), (3, "tf32x3")}
@@ -585,6 +586,7 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
     targets = (tmp_path / "targets.txt").read_text()
     assert "MET: every timed triton variant right against float64 eager: 2 of 2 checked right" in targets
     assert "UNMEASURED: 3d-cn L=10 <= 20 us" in targets
+    assert "PROFILE: train 3d-cn L=2 triton:fold/step:tf32x3: kernels " in targets
 
 
 def test_session_recheck_and_rejudge_a_variant_marked_wrong(tmp_path):
