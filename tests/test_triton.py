@@ -622,6 +622,32 @@ def test_session_recheck_and_rejudge_a_variant_marked_wrong(tmp_path):
     assert json.loads(path.read_text())["wrong"]  # the device's record itself is left as it came
 
 
+@pytest.mark.parametrize("triton_off, ok", [(1e-5, True), (4e-3, True), (6e-3, False)])
+def test_session_check_allows_five_times_float32_eagers_own_error(monkeypatch, triton_off, ok):
+    """The session's check: a tensor is right within its precision's tolerance (1e-4 at ieee) or
+    within 5x float32 eager's own error on it (here 1e-3), wrong beyond both; the parameters are
+    moved by 0.3 * sqrt(20 / M)."""
+    pytest.importorskip("triton")
+    import model_helpers
+
+    from benchmarks import triton_session as ts
+
+    seen = []
+
+    def fake(config, depth, implementation, *, dtype, perturb_scale, precision=None, **kw):
+        seen.append(perturb_scale)
+        off = {"triton": triton_off, "eager": 1e-3 if dtype == torch.float32 else 0.0}[implementation]
+        return {"y": torch.ones(4, dtype=torch.float64) * (1 + off), "grad w": torch.ones(2, dtype=torch.float64)}
+
+    monkeypatch.setattr(model_helpers, "outputs_and_grads", fake)
+    v = ts.Variant("m100", "2d", 1, channels=80)
+    v.rec = {"channels": 80}
+    got = ts.check(v, "cpu", {})
+    assert got["check_ok"] is ok and got["check_eager32"] == pytest.approx(1e-3)
+    assert got.get("check_failed", []) == ([] if ok else ["y"])
+    assert seen and all(scale == pytest.approx(0.15) for scale in seen)  # 0.3 * sqrt(20 / 80)
+
+
 def test_training_records_its_loop_and_precision():
     """A training run's record says which loop and precision ran: with no implementation
     named, a precision other than ieee runs triton (the kernels' tensor cores), ieee the
