@@ -577,6 +577,7 @@ def profile_step(fn, device: str, seq_len: int) -> dict:
     nested ones counted in each: the shape of the answer, not a breakdown. Never raises: the
     time stands without its profile."""
     try:
+        from evidence.timing import profiler_events  # the evidence script's reading of the profiler
         from torch.profiler import ProfilerActivity, profile
 
         cuda = device == "cuda"
@@ -586,12 +587,11 @@ def profile_step(fn, device: str, seq_len: int) -> dict:
             sync(device)
         by_name: dict[str, float] = {}
         count = 0
-        for e in prof.profiler.kineto_results.events():
-            on_device = str(e.device_type()).upper().endswith("CUDA")
-            if on_device != cuda or not (cuda or e.name().startswith("aten::")):
+        for name, where, _, us in profiler_events(prof):
+            if where != device or not (cuda or name.startswith("aten::")):
                 continue
             count += 1
-            by_name[e.name()] = by_name.get(e.name(), 0.0) + e.duration_ns() / 1000.0
+            by_name[name] = by_name.get(name, 0.0) + us
         top = sorted(by_name.items(), key=lambda item: -item[1])[:5]
         return {"device_us_per_step": round(sum(by_name.values()) / seq_len, 2), "events": count,
                 "top_us_per_step": [[name[:100], round(us / seq_len, 2)] for name, us in top],
@@ -736,15 +736,13 @@ def record_key(r: dict) -> str:
     return f"{r['session_group']} {config} L={r['depth']} {r['variant']}"
 
 
-def load_records(store: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(store.glob("*/*.json"))]
-
-
 def recheck(s: Session, store: Path, jobs: int) -> None:
     """Check again, without timing, the variants that a session's records in ``store`` mark
     wrong (the check as it is now: ``check``), each result written into ``recheck.json`` as it
     is made: {vkey: the check's fields, or {"error": one line}}."""
-    wrong = {record_key(r): r for r in load_records(store) if r.get("wrong")}
+    from tlstm_bench.results.store import load_records
+
+    wrong = {record_key(r): r for r in load_records(root=store) if r.get("wrong")}
     todo = [v for v in plan(s.device) if vkey(v) in wrong]
     s.say(f"recheck: {len(todo)} variant(s) marked wrong in {store}")
     if s.device == "cuda" and jobs > 0 and todo:
@@ -771,8 +769,10 @@ def rejudge(run: Path) -> list[str]:
     them (the records stay as the device wrote them); the targets' lines."""
     from dataclasses import replace
 
+    from tlstm_bench.results.store import load_records
+
     checks = json.loads((run / "recheck.json").read_text())
-    records = load_records(run / "store")
+    records = load_records(root=run / "store")
     planned = {vkey(v): v for v in plan(records[0]["device"])}
     done = []
     for r in records:

@@ -272,19 +272,23 @@ def count_device_events(rows) -> dict:
             "graph_launches": graphs}
 
 def _profiler_rows(prof) -> list[tuple[str, str, str | None]]:
-    """(name, "cuda" | "cpu", activity type or None) per event; the raw kineto list when this torch
-    has it (fast), else the parsed events."""
+    """(name, "cuda" | "cpu", activity type or None) per event."""
+    return [row[:3] for row in profiler_events(prof)]
+
+
+def profiler_events(prof) -> list[tuple[str, str, str | None, float]]:
+    """(name, "cuda" | "cpu", activity type or None, microseconds) per event of a finished torch
+    profile; the raw kineto list when this torch has it (fast), else the parsed events."""
     try:
-        events = prof.profiler.kineto_results.events()
         rows = []
-        for e in events:
+        for e in prof.profiler.kineto_results.events():
             dev = "cuda" if str(e.device_type()).upper().endswith("CUDA") else "cpu"
             activity = e.activity_type() if hasattr(e, "activity_type") else None
-            rows.append((e.name(), dev, activity))
+            rows.append((e.name(), dev, activity, e.duration_ns() / 1000.0))
         return rows
     except Exception:  # noqa: BLE001 - another torch: fall back to the public, slower list
-        return [(e.name, "cuda" if str(e.device_type).upper().endswith("CUDA") else "cpu", None)
-                for e in prof.events()]
+        return [(e.name, "cuda" if str(e.device_type).upper().endswith("CUDA") else "cpu", None,
+                 float(e.time_range.elapsed_us())) for e in prof.events()]
 
 def time_command(rows: list[dict], device: str, warmup: int, repeats: int, vocab: int) -> list[str]:
     """`python -m tlstm_bench time` for these records' cases, with the script's settings."""

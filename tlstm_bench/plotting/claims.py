@@ -224,9 +224,9 @@ _MACHINE = ("device_name", "channels", "budget", "seq_len", "dtype")
 def _gpu_times(frame: pd.DataFrame) -> dict:
     """{(machine, size, T, dtype, batch, precision): {config: {implementation: {depth: record}}}} of
     the GPU runtime records of the seven presets (the fastest record of each cell; a record without
-a batch or precision timed batch 1 in ieee float32). A record that
-    failed, or whose implementation failed its check against the oracle (``wrong``, ``valid``
-    false, ``check_ok`` false: a device session times those anyway), never counts."""
+    a batch or precision timed batch 1 in ieee float32). A record that failed, or whose
+    implementation failed its check against the oracle (``wrong``, ``valid`` false, ``check_ok``
+    false: a device session times those anyway), never counts."""
     rows = frame[(frame["kind"] == "runtime") & (frame["device"] == "cuda") & frame["config"].isin(CONFIG_NAMES)]
     groups: dict = {}
     for record in rows.to_dict("records"):
@@ -242,13 +242,12 @@ a batch or precision timed batch 1 in ieee float32). A record that
 
 
 def _trusted(record: dict) -> bool:
-    def no(name: str) -> bool:  # the field is there and false (a bool, or numpy's from a bool column)
+    def flag(name: str) -> bool | None:  # None when absent; numpy's bools from a bool column too
         value = _value(record, name)
-        return value is not None and not bool(value)
+        return None if value is None else bool(value)
 
-    wrong = _value(record, "wrong")
-    return (_value(record, "status") or "ok") == "ok" and not (wrong is not None and bool(wrong)) \
-        and not no("valid") and not no("check_ok")
+    return ((_value(record, "status") or "ok") == "ok" and flag("wrong") is not True
+            and flag("valid") is not False and flag("check_ok") is not False)
 
 
 def _flat_ratio(by_impl: dict) -> tuple[float, dict] | None:
