@@ -104,10 +104,14 @@ PERSISTENT_CASES = [("2d", 3), ("3d-ln", 2), ("3d-cn", 2), ("tlstm:dims=3,kernel
 # written: this checks the bounds and the plumbing; the unrolled code is the compiler's,
 # checked on a device (benchmarks/triton_session.py).
 UNROLLED_CASES = [("3d-cn", 2, "mid-u3"), ("3d-ln", 2, "mid-u3"), ("2d", 1, "single-u3")]
+# The reductions deferred (tiles.Menu.defer), one program: 2D at L = 1 (one location), 3D at
+# L = 2 (four locations <= 8 rows, four channels <= 16).
+DEFERRED_CASES = [("2d", 1, "single-acc"), ("3d-cn", 2, "mid-acc"), ("3d-ln", 2, "mid-acc")]
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize("config,depth,menu", [(c, d, "wide") for c, d in PERSISTENT_CASES] + UNROLLED_CASES)
+@pytest.mark.parametrize("config,depth,menu", [(c, d, "wide") for c, d in PERSISTENT_CASES] + UNROLLED_CASES
+                         + DEFERRED_CASES)
 def test_persistent_kernels_equal_eager_float64(tt, config, depth, menu):
     if DEVICE != "cpu":
         pytest.skip("the one-program interpreter check; on a GPU the equivalence tests run the persistent path")
@@ -128,6 +132,24 @@ def test_persistent_kernels_float32_match_the_float64_oracle(tt, config, depth):
     with tt.forced(menu="wide", persistent=True):
         got = outputs_and_grads(config, depth, "triton", dtype=torch.float32, device=DEVICE, **kw)
     _assert_close_to(ref, got, torch.float32)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("config,batch,fold", [("3d-cn", 1, False), ("3d-ln", 2, False), ("2d", 1, False),
+                                               ("2d-m:norm=cn", 3, True), ("3d", 2, True)])
+def test_deferred_sums_equal_eager_across_tiles(tt, monkeypatch, config, batch, fold):
+    """The window's products accumulated elementwise and summed once a step (tiles.Menu.defer:
+    forward.window_deferred, backward.dh_deferred) with inner widths smaller than M and 4M, so
+    that the deferred sums cross several inner turns, location tiles and channel tiles (and with
+    the batch folded, examples): exact in float64, and float32 within ieee's tolerance."""
+    if DEVICE != "cpu":
+        pytest.skip("test-only tiles; on a GPU the shipped -acc entries run in the menu test")
+    from tlstm_bench.models.triton_tlstm import tiles
+
+    monkeypatch.setitem(tiles.MENU, "tinyacc", tiles.Menu(bn=2, bm=4, bk=4, bg=8, fold=fold, defer=True))
+    with tt.forced(menu="tinyacc", persistent=False):
+        _assert_same(config, 2, dtype=torch.float64, batch=batch, seq_len=2, channels=5)
+        _assert_same(config, 2, batch=batch, seq_len=2, channels=5)
 
 
 @pytest.fixture
@@ -189,7 +211,7 @@ def test_each_precision_matches_the_float64_oracle(tt, precision, menu, config):
 def test_precision_reaches_the_kernels_only_through_dot_tiles(tt):
     """The kernels' PRECISION constexpr: the asked precision where products are tl.dot, ieee
     where they are sums (one compiled variant, not three); the geometry says which."""
-    for menu, dots in (("wide", True), ("fold64", True), ("single", False), ("narrow", False)):
+    for menu, dots in (("wide", True), ("fold64", True), ("single", False), ("narrow", False), ("mid-acc", False)):
         with tt.forced(menu=menu):
             geo = _geometry(tt, precision="tf32")
         assert geo.tiles["PRECISION"] == ("tf32" if dots else "ieee")
@@ -348,7 +370,7 @@ def test_table_rows_per_precision_and_the_training_choice(tt, tmp_path, monkeypa
 
 @pytest.mark.triton
 @pytest.mark.parametrize("menu", ["wide", "narrow", "single", "fp64", "mid", "mid-u3", "narrow-u3", "single-u3",
-                                  "wide-w8", "mid-u3-w8"])
+                                  "wide-w8", "mid-u3-w8", "single-acc", "narrow-acc", "narrow-acc64", "mid-acc"])
 def test_every_tile_menu_entry_equals_eager_float64(tt, menu):
     """Each tile set the dispatcher can choose, per step, float64 (M = 10: one or two channel
     tiles; 3D at L = 2: four locations, one to four location tiles)."""

@@ -18,7 +18,7 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
                   NORM: tl.constexpr, MEMCONV: tl.constexpr, HAS_NEXT: tl.constexpr,
                   FOLD: tl.constexpr, PRECISION: tl.constexpr,
                   BN: tl.constexpr, BM: tl.constexpr, BG: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr,
-                  UNROLL: tl.constexpr):
+                  UNROLL: tl.constexpr, DEFER: tl.constexpr):
     """Backward of step s for a tile: dA_s (local part), dc_s, and the deferred partials.
 
     Writes das[s] gate columns (G, I, F, O; the Q columns are completed after the
@@ -44,9 +44,9 @@ def backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
     dci = tl.zeros((BN, BM), dt)  # dL/dc_s from outside and through step s+1
     if HAS_NEXT:
         ln_a, ln_b = next_ln_sums(pa_ptr, pb_ptr, e_n, loc, lok, N, M, NJ, NORM, FOLD, BN, NJP)
-        gh = dh_from_next(acts_ptr, w_ptr, invh_ptr, ihrows, das_ptr, e1_ptr, e2_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr,
-                          dq2_ptr, gh, loc, lok, chn, cok, e_n, ln_a, ln_b, M, GC, KD, NJ,
-                          NORM, MEMCONV, PRECISION, BN, BG, KDP, NJP, UNROLL)
+        gh = dh_next(acts_ptr, w_ptr, invh_ptr, ihrows, das_ptr, e1_ptr, e2_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr,
+                     dq2_ptr, gh, loc, lok, chn, cok, e_n, ln_a, ln_b, M, GC, KD, NJ,
+                     NORM, MEMCONV, PRECISION, BN, BM, BG, KDP, NJP, UNROLL, DEFER)
         dci = dc_from_next(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, invc_ptr, icrows, dcs_ptr, pa_ptr, pb_ptr, dci,
                            loc, lok, chn, cok, e_n, bt, ln_a, ln_b, M, GC, KD, NJ, R, NORM, MEMCONV, KDP, NJP, UNROLL)
     gh, dci = grads_from_outside(dout_ptr, dht_ptr, dct_ptr, gh, dci, s, b, ex, loc, chn, own, T, DELAY, N, M)
@@ -79,13 +79,13 @@ def backward_step(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_pt
                   NORM: tl.constexpr, MEMCONV: tl.constexpr, HAS_NEXT: tl.constexpr,
                   FOLD: tl.constexpr, PRECISION: tl.constexpr,
                   BN: tl.constexpr, BM: tl.constexpr, BG: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr,
-                  UNROLL: tl.constexpr):
+                  UNROLL: tl.constexpr, DEFER: tl.constexpr = 0):
     """The backward of step s (launched for s = S-1 .. 0)."""
     ihrows, crows, icrows = index_maps(invh_ptr, cidx_ptr, invc_ptr, B, N, KD, R, BN, FOLD, KDP, UNROLL > 1)
     backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr, invc_ptr,
                   das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
                   dout_ptr, dht_ptr, dct_ptr, ihrows, crows, icrows, s, T, DELAY, B, N, M, GC, KD, NJ, R,
-                  NORM, MEMCONV, HAS_NEXT, FOLD, PRECISION, BN, BM, BG, KDP, NJP, UNROLL)
+                  NORM, MEMCONV, HAS_NEXT, FOLD, PRECISION, BN, BM, BG, KDP, NJP, UNROLL, DEFER)
 
 
 @triton.jit(do_not_specialize=["S", "T", "DELAY", "B", "N", "M", "GC", "KD", "NJ", "R"])
@@ -96,7 +96,8 @@ def backward_persistent(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, b
                         NORM: tl.constexpr, MEMCONV: tl.constexpr, FOLD: tl.constexpr, PRECISION: tl.constexpr,
                         BN: tl.constexpr, BM: tl.constexpr, BG: tl.constexpr, KDP: tl.constexpr,
                         NJP: tl.constexpr, UNROLL: tl.constexpr,
-                        SYNC: tl.constexpr = 0, DEPW: tl.constexpr = 1, flags_ptr=None, deps_ptr=None):
+                        SYNC: tl.constexpr = 0, DEPW: tl.constexpr = 1, flags_ptr=None, deps_ptr=None,
+                        DEFER: tl.constexpr = 0):
     """Steps S-1 .. 0 in one launch, a grid barrier between them (step s reads step s+1's
     dA, dc and partial sums, written by other programs), or with SYNC the step flags of the
     programs it reads (``common.step_flags``; turn r waits for their turn r - 1). The index
@@ -106,13 +107,13 @@ def backward_persistent(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, b
     backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr, invc_ptr,
                   das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
                   dout_ptr, dht_ptr, dct_ptr, ihrows, crows, icrows, S - 1, T, DELAY, B, N, M, GC, KD, NJ, R,
-                  NORM, MEMCONV, False, FOLD, PRECISION, BN, BM, BG, KDP, NJP, UNROLL)
+                  NORM, MEMCONV, False, FOLD, PRECISION, BN, BM, BG, KDP, NJP, UNROLL, DEFER)
     for r in range(1, S):
         step_sync(sem_ptr, flags_ptr, producers, r, SYNC)
         backward_body(cs_ptr, acts_ptr, mean_ptr, rstd_ptr, w_ptr, gain_ptr, bias_ptr, cidx_ptr, invh_ptr,
                       invc_ptr, das_ptr, e1_ptr, e2_ptr, dcs_ptr, dns_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr,
                       dq2_ptr, dout_ptr, dht_ptr, dct_ptr, ihrows, crows, icrows, S - 1 - r, T, DELAY, B, N, M, GC,
-                      KD, NJ, R, NORM, MEMCONV, True, FOLD, PRECISION, BN, BM, BG, KDP, NJP, UNROLL)
+                      KD, NJ, R, NORM, MEMCONV, True, FOLD, PRECISION, BN, BM, BG, KDP, NJP, UNROLL, DEFER)
 
 
 
@@ -156,6 +157,23 @@ def grads_from_outside(dout_ptr, dht_ptr, dct_ptr, gh, dci, s, b, ex, loc, chn, 
     return gh, dci
 
 @triton.jit
+def dh_next(acts_ptr, w_ptr, invh_ptr, hrows, das_ptr, e1_ptr, e2_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
+            gh, loc, lok, chn, cok, e_n, ln_a, ln_b, M, GC, KD, NJ,
+            NORM: tl.constexpr, MEMCONV: tl.constexpr, PRECISION: tl.constexpr, BN: tl.constexpr,
+            BM: tl.constexpr, BG: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr, UNROLL: tl.constexpr,
+            DEFER: tl.constexpr):
+    """``gh`` + dL/dh_s through step s+1: ``dh_deferred`` (DEFER) or ``dh_from_next``."""
+    if DEFER:
+        return dh_deferred(acts_ptr, w_ptr, invh_ptr, hrows, das_ptr, e1_ptr, e2_ptr, pa_ptr, pb_ptr, dql_ptr,
+                           dq1_ptr, dq2_ptr, gh, loc, lok, chn, cok, e_n, ln_a, ln_b, M, GC, KD, NJ,
+                           NORM, MEMCONV, BN, BM, BG, KDP, NJP, UNROLL)
+    else:
+        return dh_from_next(acts_ptr, w_ptr, invh_ptr, hrows, das_ptr, e1_ptr, e2_ptr, pa_ptr, pb_ptr, dql_ptr,
+                            dq1_ptr, dq2_ptr, gh, loc, lok, chn, cok, e_n, ln_a, ln_b, M, GC, KD, NJ,
+                            NORM, MEMCONV, PRECISION, BN, BG, KDP, NJP, UNROLL)
+
+
+@triton.jit
 def dh_from_next(acts_ptr, w_ptr, invh_ptr, hrows, das_ptr, e1_ptr, e2_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
                  gh, loc, lok, chn, cok, e_n, ln_a, ln_b, M, GC, KD, NJ,
                  NORM: tl.constexpr, MEMCONV: tl.constexpr, PRECISION: tl.constexpr, BN: tl.constexpr,
@@ -163,9 +181,7 @@ def dh_from_next(acts_ptr, w_ptr, invh_ptr, hrows, das_ptr, e1_ptr, e2_ptr, pa_p
     """``gh`` + dL/dh_s through step s+1: for each window that reads h_s (the inverse hidden map),
     W^h times that neighbour's dA_{s+1}, completed with the norm's and the Q gradient's deferred
     terms as it is read."""
-    dt = w_ptr.dtype.element_ty
     kq = tl.arange(0, KDP)
-    qok = (kq < KD)[None, :]
     M4 = 4 * M
     # dL/dh_s = sum over the windows that read h_s of W^h dA_{s+1} (inverse hidden map).
     for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
@@ -186,20 +202,70 @@ def dh_from_next(acts_ptr, w_ptr, invh_ptr, hrows, das_ptr, e1_ptr, e2_ptr, pa_p
                          other=0.0)
             gh = mma(da, wt, gh, PRECISION)
         if MEMCONV:
-            qm = sok[:, None] & qok
-            q = tl.load(acts_ptr + srow[:, None] * GC + M4 + kq[None, :], mask=qm, other=0.0)
-            qo = (srow[:, None] * NJ) * KDP + kq[None, :]
-            dq = tl.zeros((BN, KDP), dt)
-            for j in range(NJ):
-                dq += tl.load(dql_ptr + qo + j * KDP, mask=qm, other=0.0)
-                if NORM != 0:
-                    dq -= (alpha[:, None] * tl.load(dq1_ptr + qo + j * KDP, mask=qm, other=0.0)
-                           + beta[:, None] * tl.load(dq2_ptr + qo + j * KDP, mask=qm, other=0.0))
-            daq = q * (dq - tl.sum(q * dq, 1)[:, None])  # softmax backward
+            daq = q_logit_grad(acts_ptr, dql_ptr, dq1_ptr, dq2_ptr, srow, sok, alpha, beta, GC, KD, NJ, 4 * M,
+                               NORM, BN, KDP)
             wq = tl.load(w_ptr + (k * M + chn[None, :]) * GC + M4 + kq[:, None],
                          mask=(kq < KD)[:, None] & cok[None, :], other=0.0)
             gh = mma(daq, wq, gh, PRECISION)
     return gh
+
+
+@triton.jit
+def q_logit_grad(acts_ptr, dql_ptr, dq1_ptr, dq2_ptr, srow, sok, alpha, beta, GC, KD, NJ, M4,
+                 NORM: tl.constexpr, BN: tl.constexpr, KDP: tl.constexpr):
+    """dL/d(Q logits) at rows ``srow`` of step s+1 (BN, KDP): its channel tiles' partial sums
+    of the Q gradient, completed with the norm's deferred terms, through the softmax."""
+    kq = tl.arange(0, KDP)
+    qm = sok[:, None] & (kq < KD)[None, :]
+    q = tl.load(acts_ptr + srow[:, None] * GC + M4 + kq[None, :], mask=qm, other=0.0)
+    qo = (srow[:, None] * NJ) * KDP + kq[None, :]
+    dq = tl.zeros((BN, KDP), dql_ptr.dtype.element_ty)
+    for j in range(NJ):
+        dq += tl.load(dql_ptr + qo + j * KDP, mask=qm, other=0.0)
+        if NORM != 0:
+            dq -= (alpha[:, None] * tl.load(dq1_ptr + qo + j * KDP, mask=qm, other=0.0)
+                   + beta[:, None] * tl.load(dq2_ptr + qo + j * KDP, mask=qm, other=0.0))
+    return q * (dq - tl.sum(q * dq, 1)[:, None])  # softmax backward
+
+
+@triton.jit
+def dh_deferred(acts_ptr, w_ptr, invh_ptr, hrows, das_ptr, e1_ptr, e2_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
+                gh, loc, lok, chn, cok, e_n, ln_a, ln_b, M, GC, KD, NJ,
+                NORM: tl.constexpr, MEMCONV: tl.constexpr, BN: tl.constexpr, BM: tl.constexpr,
+                BG: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr, UNROLL: tl.constexpr):
+    """``dh_from_next`` with its reductions deferred, as ``forward.window_deferred``: the
+    neighbours' dA loaded as (BN, BG, 1) and W^h's rows as (1, BG, BM) (the Q columns' as
+    (1, KDP, BM)), their products added elementwise, each accumulator summed once after the
+    loop."""
+    dt = w_ptr.dtype.element_ty
+    kq = tl.arange(0, KDP)[None, :, None]
+    ch = chn[None, None, :]
+    cok3 = cok[None, None, :]
+    M4 = 4 * M
+    acc = tl.zeros((BN, BG, BM), dt)
+    accq = tl.zeros((BN, KDP, BM), dt)
+    for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
+        src = map_entry(hrows, invh_ptr, loc, lok, k, KD, -1, KDP, UNROLL > 1)
+        sok = src >= 0
+        srow = e_n + tl.where(sok, src, 0)
+        alpha, beta = row_sums(pa_ptr, pb_ptr, srow, sok, ln_a, ln_b, M, NJ, NORM, NJP)
+        srow3 = srow[:, None, None]
+        for g0 in range(0, M4, BG):
+            gcol = (g0 + tl.arange(0, BG))[None, :, None]  # (1, BG, 1)
+            gok = gcol < M4
+            rm = sok[:, None, None] & gok
+            da = tl.load(das_ptr + srow3 * GC + gcol, mask=rm, other=0.0)
+            if NORM != 0:
+                eo = srow3 * M4 + gcol
+                da = (da - alpha[:, None, None] * tl.load(e1_ptr + eo, mask=rm, other=0.0)
+                      - beta[:, None, None] * tl.load(e2_ptr + eo, mask=rm, other=0.0))
+            acc += da * tl.load(w_ptr + (k * M + ch) * GC + gcol, mask=gok & cok3, other=0.0)
+        if MEMCONV:
+            daq = q_logit_grad(acts_ptr, dql_ptr, dq1_ptr, dq2_ptr, srow, sok, alpha, beta, GC, KD, NJ, M4,
+                               NORM, BN, KDP)
+            wq = tl.load(w_ptr + (k * M + ch) * GC + M4 + kq, mask=(kq < KD) & cok3, other=0.0)
+            accq += daq[:, :, None] * wq
+    return gh + tl.sum(acc, 1) + tl.sum(accq, 1)
 
 
 @triton.jit

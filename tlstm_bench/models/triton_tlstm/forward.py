@@ -18,7 +18,7 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
                  NORM: tl.constexpr, MEMCONV: tl.constexpr, FIRST: tl.constexpr, FINISH: tl.constexpr,
                  FOLD: tl.constexpr, PRECISION: tl.constexpr,
                  BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr,
-                 NJP: tl.constexpr, UNROLL: tl.constexpr):
+                 NJP: tl.constexpr, UNROLL: tl.constexpr, DEFER: tl.constexpr):
     """Step s of one tile (one launch, or one turn of the persistent loop): finish h_{s-1}
     of this tile (unless FIRST), then step s (unless FINISH).
 
@@ -49,10 +49,10 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
                                            gain_ptr, bias_ptr, loc, lok, chn, own, first_tile, e_cur, e_prev,
                                            N, M, GC, NJ, eps, NORM, FOLD, BN, BM, NJP)
     if not FINISH:
-        acc_g, acc_i, acc_f, acc_o, acc_q = window_products(
+        acc_g, acc_i, acc_f, acc_o, acc_q = window(
             z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, gain_ptr, bias_ptr, hidx_ptr, hrows,
             b, loc, lok, chn, cok, s64, e_cur, e_prev, ln_mean, ln_rstd, S, M, GC, KD, NJ, eps,
-            NORM, MEMCONV, FIRST, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
+            NORM, MEMCONV, FIRST, PRECISION, BN, BM, BK, KDP, NJP, UNROLL, DEFER)
         # Gates (eq. 11): G tanh, I F O sigmoid.
         g = tanh(acc_g + tl.load(bh_ptr + chn, mask=cok, other=0.0)[None, :])
         i = tl.sigmoid(acc_i + tl.load(bh_ptr + M + chn, mask=cok, other=0.0)[None, :])
@@ -111,6 +111,23 @@ def finish_previous(hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd
 
 
 @triton.jit
+def window(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, gain_ptr, bias_ptr, hidx_ptr, hrows,
+           b, loc, lok, chn, cok, s64, e_cur, e_prev, ln_mean, ln_rstd, S, M, GC, KD, NJ, eps,
+           NORM: tl.constexpr, MEMCONV: tl.constexpr, FIRST: tl.constexpr, PRECISION: tl.constexpr,
+           BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr,
+           UNROLL: tl.constexpr, DEFER: tl.constexpr):
+    """The window's products: ``window_deferred`` (DEFER) or ``window_products``."""
+    if DEFER:
+        return window_deferred(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, gain_ptr, bias_ptr,
+                               hidx_ptr, hrows, b, loc, lok, chn, cok, s64, e_cur, e_prev, ln_mean, ln_rstd, S, M,
+                               GC, KD, NJ, eps, NORM, MEMCONV, FIRST, BN, BM, BK, KDP, NJP, UNROLL)
+    else:
+        return window_products(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, gain_ptr, bias_ptr,
+                               hidx_ptr, hrows, b, loc, lok, chn, cok, s64, e_cur, e_prev, ln_mean, ln_rstd, S, M,
+                               GC, KD, NJ, eps, NORM, MEMCONV, FIRST, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
+
+
+@triton.jit
 def window_products(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, gain_ptr, bias_ptr, hidx_ptr, hrows,
                     b, loc, lok, chn, cok, s64, e_cur, e_prev, ln_mean, ln_rstd, S, M, GC, KD, NJ, eps,
                     NORM: tl.constexpr, MEMCONV: tl.constexpr, FIRST: tl.constexpr, PRECISION: tl.constexpr,
@@ -159,6 +176,63 @@ def window_products(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, 
 
 
 @triton.jit
+def window_deferred(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, gain_ptr, bias_ptr, hidx_ptr, hrows,
+                    b, loc, lok, chn, cok, s64, e_cur, e_prev, ln_mean, ln_rstd, S, M, GC, KD, NJ, eps,
+                    NORM: tl.constexpr, MEMCONV: tl.constexpr, FIRST: tl.constexpr,
+                    BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr,
+                    UNROLL: tl.constexpr):
+    """``window_products`` with its reductions deferred (the DEFER tile sets, issue 28): every
+    operand is loaded in the product's 3-D shape, the window (BN, BK, 1) and the weights
+    (1, BK, BM), so that each window entry adds its products elementwise into (BN, BK, BM)
+    accumulators, with no reduction and no change of layout inside the loop; each is summed over
+    BK once, after it. ``window_products`` sums over BK, across the program's warps, for every
+    entry and inner turn: a round of shuffles and shared-memory barriers each time. The same
+    values (``hidden`` and the loads take the row and channel offsets already shaped: rows
+    (BN, 1), channels (BK, 1)), summed in another order."""
+    dt = w_ptr.dtype.element_ty
+    kq = tl.arange(0, KDP)[None, None, :]
+    ch = chn[None, None, :]
+    cok3 = cok[None, None, :]
+    acc_g = tl.zeros((BN, BK, BM), dt)
+    acc_i = tl.zeros((BN, BK, BM), dt)
+    acc_f = tl.zeros((BN, BK, BM), dt)
+    acc_o = tl.zeros((BN, BK, BM), dt)
+    acc_q = tl.zeros((BN, BK, KDP), dt)
+    z_row = ((b * S + s64) * M + loc * 0)[:, None]  # z (B, S, M) of each row's example, (BN, 1)
+    e_cur2 = (e_cur + loc * 0)[:, None]
+    e_prev2 = (e_prev + loc * 0)[:, None]
+    for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
+        slot = map_entry(hrows, hidx_ptr, loc, lok, k, KD, 0, KDP, UNROLL > 1)
+        is_z = (slot == INPUT)[:, None]
+        is_h1 = slot >= HOFF
+        hl1 = tl.where(is_h1, slot - HOFF, 0)
+        if not FIRST:
+            mean_h, rstd_h = row_stats(pmean_ptr, pm2_ptr, e_prev + hl1, is_h1, ln_mean, ln_rstd, M, NJ,
+                                        eps, NORM, BM, NJP)
+        is_h, hl = is_h1[:, None], hl1[:, None]
+        for m0 in range(0, M, BK):
+            cin = (m0 + tl.arange(0, BK))[:, None]  # (BK, 1)
+            iok = cin < M
+            hm = is_h[:, None] & iok[None, :]  # (BN, BK, 1)
+            if FIRST:  # h_{-1} is the given state, not a function of c_{-1}
+                hv = tl.load(hs_ptr + (e_cur2 + hl)[:, None] * M + cin[None, :], mask=hm, other=0.0)
+            else:
+                hv = hidden(cs_ptr, acts_ptr, gain_ptr, bias_ptr, e_cur2 + hl, e_prev2 + hl, hl, cin, hm,
+                            mean_h[:, None], rstd_h[:, None], M, GC, NORM)
+            zv = tl.load(z_ptr + z_row[:, None] + cin[None, :], mask=is_z[:, None] & iok[None, :], other=0.0)
+            win = tl.where(is_z[:, None], zv, hv)
+            w_row = w_ptr + (k * M + cin)[None, :] * GC  # (1, BK, 1)
+            wm = iok[None, :] & cok3
+            acc_g += win * tl.load(w_row + ch, mask=wm, other=0.0)
+            acc_i += win * tl.load(w_row + M + ch, mask=wm, other=0.0)
+            acc_f += win * tl.load(w_row + 2 * M + ch, mask=wm, other=0.0)
+            acc_o += win * tl.load(w_row + 3 * M + ch, mask=wm, other=0.0)
+            if MEMCONV:
+                acc_q += win * tl.load(w_row + 4 * M + kq, mask=iok[None, :] & (kq < KD), other=0.0)
+    return tl.sum(acc_g, 1), tl.sum(acc_i, 1), tl.sum(acc_f, 1), tl.sum(acc_o, 1), tl.sum(acc_q, 1)
+
+
+@triton.jit
 def memory_cell(cs_ptr, acts_ptr, bh_ptr, cidx_ptr, crows, acc_q, loc, lok, chn, own, first_tile, e_cur,
                 M, GC, KD, BN: tl.constexpr, BM: tl.constexpr, KDP: tl.constexpr, UNROLL: tl.constexpr):
     """Q = softmax over the <K> kernel channels (eq. 12, stored by the first channel tile), then
@@ -187,13 +261,13 @@ def forward_step(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
                  NORM: tl.constexpr, MEMCONV: tl.constexpr, FIRST: tl.constexpr, FINISH: tl.constexpr,
                  FOLD: tl.constexpr, PRECISION: tl.constexpr,
                  BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr,
-                 NJP: tl.constexpr, UNROLL: tl.constexpr):
+                 NJP: tl.constexpr, UNROLL: tl.constexpr, DEFER: tl.constexpr = 0):
     """Launch s of S + 1 (the last finishes h of step S - 1)."""
     hrows = tile_map(hidx_ptr, B, N, KD, 0, BN, FOLD, KDP, UNROLL > 1)
     crows = tile_map(cidx_ptr, B, N, KD, 0, BN, FOLD, KDP, UNROLL > 1)
     forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                  w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, hrows, crows, s, S, B, N, M, GC, KD, NJ, eps,
-                 NORM, MEMCONV, FIRST, FINISH, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
+                 NORM, MEMCONV, FIRST, FINISH, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL, DEFER)
 
 
 @triton.jit(do_not_specialize=["S", "B", "N", "M", "GC", "KD", "NJ"])
@@ -203,7 +277,8 @@ def forward_persistent(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean
                        NORM: tl.constexpr, MEMCONV: tl.constexpr, FOLD: tl.constexpr, PRECISION: tl.constexpr,
                        BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr,
                        NJP: tl.constexpr, UNROLL: tl.constexpr,
-                       SYNC: tl.constexpr = 0, DEPW: tl.constexpr = 1, flags_ptr=None, deps_ptr=None):
+                       SYNC: tl.constexpr = 0, DEPW: tl.constexpr = 1, flags_ptr=None, deps_ptr=None,
+                       DEFER: tl.constexpr = 0):
     """All S steps and the finisher in one launch: what launch s + 1 of ``forward_step`` reads
     from launch s (c_s, the gates, the partial statistics) it reads here after one grid
     barrier (or, with SYNC, once the programs it reads from flagged step s done:
@@ -215,13 +290,13 @@ def forward_persistent(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean
     crows = tile_map(cidx_ptr, B, N, KD, 0, BN, FOLD, KDP, UNROLL > 1)
     forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                  w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, hrows, crows, zero, S, B, N, M, GC, KD, NJ, eps,
-                 NORM, MEMCONV, True, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
+                 NORM, MEMCONV, True, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL, DEFER)
     for s in range(1, S):
         step_sync(sem_ptr, flags_ptr, producers, s, SYNC)
         forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                      w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, hrows, crows, s, S, B, N, M, GC, KD, NJ,
-                     eps, NORM, MEMCONV, False, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
+                     eps, NORM, MEMCONV, False, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL, DEFER)
     step_sync(sem_ptr, flags_ptr, producers, S, SYNC)
     forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                  w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, hrows, crows, S, S, B, N, M, GC, KD, NJ, eps,
-                 NORM, MEMCONV, False, True, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL)
+                 NORM, MEMCONV, False, True, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL, DEFER)

@@ -195,7 +195,7 @@ def _semaphore(device: torch.device) -> torch.Tensor:
 def _launch_options(geo: Geometry) -> dict:
     t = geo.tiles
     opts = dict(NORM=geo.norm_code, MEMCONV=geo.memory_conv, FOLD=t["FOLD"], PRECISION=t["PRECISION"], BN=t["BN"],
-                BM=t["BM"], KDP=t["KDP"], NJP=t["NJP"], UNROLL=t["UNROLL"], num_warps=t["num_warps"])
+                BM=t["BM"], KDP=t["KDP"], NJP=t["NJP"], UNROLL=t["UNROLL"], DEFER=t["DEFER"], num_warps=t["num_warps"])
     if geo.persistent and not INTERPRETED:
         opts["launch_cooperative_grid"] = True
     if t["maxnreg"] is not None and not INTERPRETED:  # a compile option (the interpreter has none)

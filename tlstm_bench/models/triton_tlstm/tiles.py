@@ -38,11 +38,13 @@ class Menu:
     # mid-u3 at its own 168, where a persistent grid, one program an SM, has room for 255)
     sync: str = "grid"  # between the persistent kernels' steps: "grid" (one barrier for the grid) or "flags"
     # (per-program step flags, each program waiting only for those it reads: common.step_flags, deps.py)
+    defer: bool = False  # the window's broadcast products summed over their inner axis once a step, not once
+    # per window entry (common.mac: one round of cross-warp reductions per accumulator instead of one per turn)
 
     def tensor_cores(self, dtype: str) -> bool:
         """Whether its products are ``tl.dot`` (common.mma: float32, every side >= 16), so that
         a precision other than ieee changes what they compute."""
-        return dtype == "float32" and min(self.bn, self.bm, self.bk, self.bg) >= 16
+        return dtype == "float32" and not self.defer and min(self.bn, self.bm, self.bk, self.bg) >= 16
 
 
 # "wide": the tiles of the first H100 run (tl.dot on 16 x 16 tiles); "narrow" and "single":
@@ -72,6 +74,15 @@ class Menu:
 # "single-u3" with per-program step flags instead of the grid barrier between the persistent
 # kernels' steps (a program waits only for the programs it reads: deps.py); their per-step
 # kernels are their twins'.
+# The "-acc" entries (issue 28, opt-in the same way) defer the window's reductions
+# (Menu.defer; forward.window_deferred, backward.dh_deferred): each window entry's products
+# are added elementwise into (rows, inner width, channels) accumulators, summed over the inner
+# width once a step, where the others sum them across the program's warps for every entry and
+# inner turn. With one location a program ("single-acc") no barrier is left in the window
+# loops; with 4 or 8 ("narrow-acc", "narrow-acc64", "mid-acc") some layout changes remain.
+# Their narrower inner loops keep the accumulators in registers (sm_90, 3d-cn, M = 100, Triton
+# 3.6, forward: 128 to 185 a thread where narrow takes 228); results/evidence/cpu/defer_ptx/
+# counts registers and barriers.
 MENU = {
     "wide": Menu(16, 16, 32, 64),
     "narrow": Menu(4, 8, 128, 128),
@@ -86,10 +97,14 @@ MENU = {
     "mid-u3-w8": Menu(8, 16, 32, 32, warps=8, unroll=3, maxnreg=255),
     "mid-u3-flags": Menu(8, 16, 32, 32, unroll=3, maxnreg=255, sync="flags"),
     "single-u3-flags": Menu(1, 8, 128, 128, unroll=3, maxnreg=255, sync="flags"),
+    "single-acc": Menu(1, 8, 32, 32, defer=True),
+    "narrow-acc": Menu(4, 8, 32, 32, defer=True),
+    "narrow-acc64": Menu(4, 8, 64, 64, defer=True),
+    "mid-acc": Menu(8, 16, 16, 16, defer=True),
     "fp64": Menu(8, 16, 16, 16),
 }
 FLOAT32_MENU = ("wide", "narrow", "single", "fold", "fold64", "mid", "mid-u3", "narrow-u3", "single-u3", "wide-w8",
-                "mid-u3-w8", "mid-u3-flags", "single-u3-flags")
+                "mid-u3-w8", "mid-u3-flags", "single-u3-flags", "single-acc", "narrow-acc", "narrow-acc64", "mid-acc")
 
 # What float32 at each precision (vocab.PRECISIONS, common.mma) is held to against eager in
 # float64. TEST_TOLERANCE: tests/test_triton.py, the largest error over the largest entry of
@@ -124,7 +139,8 @@ def tiles_for(menu: Menu, m: int, kd: int) -> dict[str, int]:
     warps = int(os.environ.get(DIAG_WARPS_ENV) or menu.warps)
     return dict(BN=menu.bn, BM=menu.bm, BK=menu.bk, BG=menu.bg, KDP=pow2(kd, kdp_min),
                 NJP=pow2(triton.cdiv(m, menu.bm)), FOLD=menu.fold, UNROLL=menu.unroll,
-                num_warps=warps, maxnreg=menu.maxnreg, SYNC=int(menu.sync == "flags"))
+                num_warps=warps, maxnreg=menu.maxnreg, SYNC=int(menu.sync == "flags"),
+                DEFER=int(menu.defer))
 
 
 def default_choice(m: int, n: int, batch: int, dtype: str) -> tuple[str, bool | None]:
