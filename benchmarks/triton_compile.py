@@ -22,8 +22,9 @@ Every precision (ieee, tf32x3, tf32) is compiled for the tile sets whose product
 every precision: for the newest architecture asked for (sm_90), the two persistent kernels
 (their loops call the step bodies with every flag the per-step kernels take:
 first/middle/finisher, last/middle) of every norm x memory conv with a tl.dot tile set
-(wide), a broadcast-sum one (narrow), the batch folded into the rows (fold) and float64, and
-of LN + memory conv (the heaviest) with every tile set; the per-step kernels, thin wrappers
+(wide), a broadcast-sum one (narrow), the same with its sums deferred (narrow-acc), the
+batch folded into the rows (fold) and float64, and of LN + memory conv (the heaviest) with
+every tile set; the per-step kernels, thin wrappers
 around the same bodies, for the heaviest with the wide and float64 tiles; tf32x3 and tf32 for
 the heaviest with the wide and fold64 tiles; and for the older architectures (sm_80, another
 tl.dot lowering) the heaviest with the wide, fold64 (also at tf32x3 and tf32) and float64
@@ -63,7 +64,7 @@ def variants(archs, dtypes, shapes, ci: bool) -> list[tuple]:
             dots = tiling.MENU[menu].tensor_cores("float32" if dtype == "fp32" else "float64")
             for precision in PRECISIONS if dots else ("ieee",):
                 base = dict(NORM=norm, MEMCONV=memconv, FOLD=t["FOLD"], PRECISION=precision, BN=t["BN"],
-                            BM=t["BM"], KDP=t["KDP"], NJP=t["NJP"], UNROLL=t["UNROLL"])
+                            BM=t["BM"], KDP=t["KDP"], NJP=t["NJP"], UNROLL=t["UNROLL"], DEFER=t["DEFER"])
                 fwd, bwd = dict(base, BK=t["BK"]), dict(base, BG=t["BG"])
                 persistent, per_step = _in_ci(arch == max(archs), menu, norm == 2 and memconv, precision) if ci \
                     else (True, True)
@@ -82,7 +83,8 @@ def variants(archs, dtypes, shapes, ci: bool) -> list[tuple]:
 # --ci: one variant of every step body (norm x memory conv x folded or not x tl.dot, sum or
 # float64 products) in every precision, for the newest architecture asked for, and the tl.dot
 # lowering of the older ones (sm_80's mma, not sm_90's wgmma) at the heaviest body.
-CI_EVERY_BODY = ("wide", "narrow", "fold", "fp64")  # dot, sum, dot over folded rows, float64
+CI_EVERY_BODY = ("wide", "narrow", "fold", "fp64", "narrow-acc")  # dot, sum, dot over folded rows, float64,
+# sums deferred
 CI_DOT = ("wide", "fold64")  # the tl.dot tile sets compiled at tf32x3 and tf32
 CI_FLAGS = "mid-u3-flags"  # the step flags: one variant of each persistent kernel, for every architecture
 FLAGS_DEPW = 64  # the producer table's width (deps.py; 2d at L = 10, M = 100, single tiles: 39 -> 64)
