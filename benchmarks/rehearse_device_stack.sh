@@ -31,6 +31,7 @@ for arg in "$@"; do
 done
 cd "$(dirname "$0")/.."
 logs=${LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/rehearse.XXXXXX")}
+mkdir -p "$logs" || { echo "error: cannot make the log folder $logs; set LOGS to a writable one" >&2; exit 2; }
 
 if [[ ! -x $venv/bin/python3 ]]; then
     py=
