@@ -18,17 +18,17 @@ group's share of the budget is spent (at least 3 rounds):
   ``triton-graph`` (the whole step captured as one CUDA graph and replayed) for 2d and 3d-cn
   at L = 1 and 10, the dispatched path and per step forced, 2d with its window loops unrolled
   (``single-u3``, also under the graph), the window's sums deferred (``single-acc`` for 2d,
-  persistent and under the graph; ``single-acc``, ``narrow-acc``, ``narrow-acc64`` per step and
-  ``mid-acc`` persistent for 3d-cn at L = 10), the 3D batch-1 candidates (``mid`` and ``mid-u3``
-  persistent, ``narrow-u3`` per step: the window loops unrolled; ``wide-w8`` and ``mid-u3-w8``:
-  8 warps a program), and last the step flags instead of the grid barrier
-  (``single-u3-flags`` for 2d and ``mid-u3-flags`` for 3d-cn at L = 10, persistent, beside
-  their twins);
+  persistent and under the graph; ``single-acc``, ``single16-acc``, ``narrow-acc`` and
+  ``narrow-acc64`` per step and ``mid-acc`` persistent for 3d-cn at L = 10), the 3D batch-1
+  candidates (``mid`` and ``mid-u3`` persistent, ``narrow-u3`` per step: the window loops
+  unrolled; ``wide-w8`` and ``mid-u3-w8``: 8 warps a program), and last the step flags
+  instead of the grid barrier (``single-u3-flags`` for 2d and ``mid-u3-flags`` for 3d-cn at
+  L = 10, persistent, beside their twins);
 * ``10m``: the same at the 10M size for 2d and 3d-cn at L = 1 and 10, and sLSTM ``cudnn``.
 
 First (on CUDA) the kernels of every triton and triton-graph variant of the plan are compiled
 ahead, in ``--precompile-jobs`` processes at once (``triton_precompile.py``: compile-only
-launches into Triton's cache), so that the groups load them instead of compiling some 64
+launches into Triton's cache), so that the groups load them instead of compiling some 65
 variants' kernels one after another in this process; what it misses is compiled as before.
 
 A variant that fails its check is timed anyway and marked wrong; it never counts for a target
@@ -147,12 +147,12 @@ def plan(device: str) -> list[Variant]:
     out += [Variant("m100", "2d", 10, "triton-graph", menu="single-u3", persistent=True)]
     # The window's reductions deferred (tiles.Menu.defer; results/evidence/cpu/defer_ptx/: no
     # barrier left in single-acc's window loops, 108-288 a step where narrow has 666 at 3d-cn,
-    # L = 10): 2d persistent, also under the graph; 3d-cn per step (one location a program,
-    # 4 with two inner widths) and persistent (mid-acc, 91 programs).
+    # L = 10): 2d persistent, also under the graph; 3d-cn per step (one location a program, 8 or
+    # 16 channels; 4 locations with two inner widths) and persistent (mid-acc, 91 programs).
     out += [Variant("m100", "2d", d, menu="single-acc", persistent=True) for d in (1, 10)]
     out += [Variant("m100", "2d", 10, "triton-graph", menu="single-acc", persistent=True)]
     out += [Variant("m100", "3d-cn", 10, menu=m, persistent=False)
-            for m in ("single-acc", "narrow-acc", "narrow-acc64")]
+            for m in ("single-acc", "single16-acc", "narrow-acc", "narrow-acc64")]
     out += [Variant("m100", "3d-cn", 10, menu="mid-acc", persistent=True),
             Variant("m100", "3d-cn", 10, "triton-graph", menu="single-acc", persistent=False)]
     # The 3D batch-1 candidates (tiles.MENU), last: 91 programs, persistent, with and without the

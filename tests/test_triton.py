@@ -221,18 +221,20 @@ def test_precision_reaches_the_kernels_only_through_dot_tiles(tt):
 
 
 def test_unrolled_tile_sets_reach_the_launch_with_their_unroll_and_registers(tt, monkeypatch):
-    """UNROLL and maxnreg as a compiled launch gets them (the interpreter takes no maxnreg, so
-    the launch options are read with INTERPRETED off); the defaults keep UNROLL 1 and the
-    compiler's register choice."""
+    """UNROLL, DEFER and maxnreg as a compiled launch gets them (the interpreter takes no maxnreg,
+    so the launch options are read with INTERPRETED off); the defaults keep UNROLL 1, DEFER 0
+    and the compiler's register choice."""
     from tlstm_bench.models.triton_tlstm import launch
 
     monkeypatch.setattr(launch, "INTERPRETED", False)
     for menu, unroll, maxnreg, warps in (("mid-u3", 3, 255, 4), ("single-u3", 3, 255, 4), ("narrow-u3", 3, None, 4),
                                          ("narrow", 1, None, 4), ("single", 1, None, 4), ("wide", 1, None, 4),
-                                         ("wide-w8", 1, None, 8), ("mid-u3-w8", 3, 255, 8)):
+                                         ("wide-w8", 1, None, 8), ("mid-u3-w8", 3, 255, 8),
+                                         ("single16-acc", 1, 80, 4), ("narrow-acc", 1, None, 4)):
         with tt.forced(menu=menu, persistent=False):
             opts = launch._launch_options(_geometry(tt))
         assert (opts["UNROLL"], opts.get("maxnreg"), opts["num_warps"]) == (unroll, maxnreg, warps), (menu, opts)
+        assert opts["DEFER"] == int(menu.endswith("-acc")), (menu, opts)
 
 
 def test_unrolled_tile_sets_refuse_a_cell_read_by_more_windows_than_they_preload(tt, monkeypatch):
@@ -370,7 +372,8 @@ def test_table_rows_per_precision_and_the_training_choice(tt, tmp_path, monkeypa
 
 @pytest.mark.triton
 @pytest.mark.parametrize("menu", ["wide", "narrow", "single", "fp64", "mid", "mid-u3", "narrow-u3", "single-u3",
-                                  "wide-w8", "mid-u3-w8", "single-acc", "narrow-acc", "narrow-acc64", "mid-acc"])
+                                  "wide-w8", "mid-u3-w8", "single-acc", "single16-acc", "narrow-acc", "narrow-acc64",
+                                  "mid-acc"])
 def test_every_tile_menu_entry_equals_eager_float64(tt, menu):
     """Each tile set the dispatcher can choose, per step, float64 (M = 10: one or two channel
     tiles; 3D at L = 2: four locations, one to four location tiles)."""

@@ -78,8 +78,10 @@ class Menu:
 # (Menu.defer; forward.window_deferred, backward.dh_deferred): each window entry's products
 # are added elementwise into (rows, inner width, channels) accumulators, summed over the inner
 # width once a step, where the others sum them across the program's warps for every entry and
-# inner turn. With one location a program ("single-acc") no barrier is left in the window
-# loops; with 4 or 8 ("narrow-acc", "narrow-acc64", "mid-acc") some layout changes remain.
+# inner turn. With one location a program ("single-acc", "single16-acc") no barrier is left in
+# the inner loops; with 4 or 8 ("narrow-acc", "narrow-acc64", "mid-acc") some layout changes
+# remain. "single16-acc" (16 channels: 700 programs at 3d-cn, L = 10, M = 100) may take 80
+# registers, so that six fit an SM and its grid one wave on 132 SMs.
 # Their narrower inner loops keep the accumulators in registers (sm_90, 3d-cn, M = 100, Triton
 # 3.6, forward: 128 to 185 a thread where narrow takes 228); results/evidence/cpu/defer_ptx/
 # counts registers and barriers.
@@ -98,13 +100,15 @@ MENU = {
     "mid-u3-flags": Menu(8, 16, 32, 32, unroll=3, maxnreg=255, sync="flags"),
     "single-u3-flags": Menu(1, 8, 128, 128, unroll=3, maxnreg=255, sync="flags"),
     "single-acc": Menu(1, 8, 32, 32, defer=True),
+    "single16-acc": Menu(1, 16, 32, 32, defer=True, maxnreg=80),
     "narrow-acc": Menu(4, 8, 32, 32, defer=True),
     "narrow-acc64": Menu(4, 8, 64, 64, defer=True),
     "mid-acc": Menu(8, 16, 16, 16, defer=True),
     "fp64": Menu(8, 16, 16, 16),
 }
 FLOAT32_MENU = ("wide", "narrow", "single", "fold", "fold64", "mid", "mid-u3", "narrow-u3", "single-u3", "wide-w8",
-                "mid-u3-w8", "mid-u3-flags", "single-u3-flags", "single-acc", "narrow-acc", "narrow-acc64", "mid-acc")
+                "mid-u3-w8", "mid-u3-flags", "single-u3-flags", "single-acc", "single16-acc", "narrow-acc",
+                "narrow-acc64", "mid-acc")
 
 # What float32 at each precision (vocab.PRECISIONS, common.mma) is held to against eager in
 # float64. TEST_TOLERANCE: tests/test_triton.py, the largest error over the largest entry of

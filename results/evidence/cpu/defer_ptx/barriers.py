@@ -25,7 +25,7 @@ import triton_compile as tc  # noqa: E402
 
 # (tile set, NORM, Kd): 3d-cn and 2d at M = 100
 ROWS = [("narrow", 1, 9), ("narrow-acc", 1, 9), ("narrow-acc64", 1, 9), ("mid", 1, 9), ("mid-acc", 1, 9),
-        ("single-acc", 1, 9), ("single", 0, 3), ("single-acc", 0, 3)]
+        ("single-acc", 1, 9), ("single16-acc", 1, 9), ("single", 0, 3), ("single-acc", 0, 3)]
 KERNELS = ((forward.forward_step, "BK", dict(FIRST=False, FINISH=False)),
            (backward.backward_step, "BG", dict(HAS_NEXT=True)))
 
@@ -60,7 +60,8 @@ for menu, norm, kd in ROWS:
                  NJP=t["NJP"], UNROLL=t["UNROLL"], DEFER=t["DEFER"], **{inner: t[inner]}, **flags)
         c = tc.with_defaults(fn, c)
         k = triton.compile(ASTSource(fn=fn, signature=tc._signature(fn, c, "fp32"), constexprs=c),
-                           target=GPUTarget("cuda", 90, 32), options={"num_warps": t["num_warps"]})
+                           target=GPUTarget("cuda", 90, 32),
+                           options={"num_warps": t["num_warps"], **({"maxnreg": m.maxnreg} if m.maxnreg else {})})
         ptx = k.asm["ptx"]
         total = sum("bar.sync" in x for x in ptx.splitlines())
         print(f"{menu:12} NORM={norm} Kd={kd} {fn.__name__:13} {inner}={t[inner]:<3} {tc._usage(k):18} "
