@@ -143,7 +143,7 @@ def test_deferred_sums_equal_eager_across_tiles(tt, monkeypatch, config, batch, 
     that the deferred sums cross several inner turns, location tiles and channel tiles (and with
     the batch folded, examples): exact in float64, and float32 within ieee's tolerance."""
     if DEVICE != "cpu":
-        pytest.skip("test-only tiles; on a GPU the shipped -acc entries run in the menu test")
+        pytest.skip("test-only tiles; on a GPU triton_session.py checks the -acc entries against float64")
     from tlstm_bench.models.triton_tlstm import tiles
 
     monkeypatch.setitem(tiles.MENU, "tinyacc", tiles.Menu(bn=2, bm=4, bk=4, bg=8, fold=fold, defer=True))
