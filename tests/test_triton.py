@@ -107,11 +107,14 @@ UNROLLED_CASES = [("3d-cn", 2, "mid-u3"), ("3d-ln", 2, "mid-u3"), ("2d", 1, "sin
 # The reductions deferred (tiles.Menu.defer), one program: 2D at L = 1 (one location), 3D at
 # L = 2 (four locations <= 8 rows, four channels <= 16).
 DEFERRED_CASES = [("2d", 1, "single-acc"), ("3d-cn", 2, "mid-acc"), ("3d-ln", 2, "mid-acc")]
+# The forward split (tiles.Menu.split: h_{s-1} made by its own turn and a second barrier), one
+# program: 3D at L = 2, and 2D at L = 3 (three locations <= 8 rows).
+SPLIT_CASES = [("3d-cn", 2, "mid-acc-split"), ("3d-ln", 2, "mid-acc-split"), ("2d", 3, "mid-acc-split")]
 
 
 @pytest.mark.triton
 @pytest.mark.parametrize("config,depth,menu", [(c, d, "wide") for c, d in PERSISTENT_CASES] + UNROLLED_CASES
-                         + DEFERRED_CASES)
+                         + DEFERRED_CASES + SPLIT_CASES)
 def test_persistent_kernels_equal_eager_float64(tt, config, depth, menu):
     if DEVICE != "cpu":
         pytest.skip("the one-program interpreter check; on a GPU the equivalence tests run the persistent path")
@@ -150,6 +153,33 @@ def test_deferred_sums_equal_eager_across_tiles(tt, monkeypatch, config, batch, 
     with tt.forced(menu="tinyacc", persistent=False):
         _assert_same(config, 2, dtype=torch.float64, batch=batch, seq_len=2, channels=5)
         _assert_same(config, 2, batch=batch, seq_len=2, channels=5)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("config,batch,fold,defer", [("3d-cn", 1, False, True), ("3d-ln", 2, False, False),
+                                                     ("2d-m:norm=cn", 3, True, True), ("3d", 2, True, False)])
+def test_split_forward_equals_eager_across_tiles(tt, monkeypatch, config, batch, fold, defer):
+    """The forward split (tiles.Menu.split): per step, a launch finishes h_{s-1} and the next runs
+    step s reading it from hs (the FIRST path) instead of recomputing it with its norm
+    statistics for each window entry; across location, channel and inner tiles (and examples
+    with the batch folded), with and without the deferred sums: exact in float64, float32 within
+    ieee's tolerance."""
+    if DEVICE != "cpu":
+        pytest.skip("test-only tiles; on a GPU triton_session.py checks the -split entries against float64")
+    from tlstm_bench.models.triton_tlstm import tiles
+
+    menu = tiles.Menu(bn=2, bm=4, bk=4, bg=8, fold=fold, defer=defer, split=True)
+    monkeypatch.setitem(tiles.MENU, "tinysplit", menu)
+    with tt.forced(menu="tinysplit", persistent=False):
+        _assert_same(config, 2, dtype=torch.float64, batch=batch, seq_len=3, channels=5)
+        _assert_same(config, 2, batch=batch, seq_len=3, channels=5)
+
+
+def test_split_needs_the_grid_barrier(tt):
+    from tlstm_bench.models.triton_tlstm import tiles
+
+    with pytest.raises(ValueError, match="grid barrier"):
+        tiles.Menu(1, 8, 32, 32, split=True, sync="flags")
 
 
 @pytest.fixture
@@ -373,7 +403,7 @@ def test_table_rows_per_precision_and_the_training_choice(tt, tmp_path, monkeypa
 @pytest.mark.triton
 @pytest.mark.parametrize("menu", ["wide", "narrow", "single", "fp64", "mid", "mid-u3", "narrow-u3", "single-u3",
                                   "wide-w8", "mid-u3-w8", "single-acc", "single16-acc", "narrow-acc", "narrow-acc64",
-                                  "mid-acc"])
+                                  "mid-acc", "narrow-split", "single16-acc-split", "mid-acc-split"])
 def test_every_tile_menu_entry_equals_eager_float64(tt, menu):
     """Each tile set the dispatcher can choose, per step, float64 (M = 10: one or two channel
     tiles; 3D at L = 2: four locations, one to four location tiles)."""

@@ -7,8 +7,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import (HOFF, INPUT, hidden, ln_stats, ln_stats_rows, map_entry, mma, producer_row, row_stats,
-                     step_sync, tanh, tile_map, tile_rows)
+from .common import (HOFF, INPUT, grid_barrier, hidden, ln_stats, ln_stats_rows, map_entry, mma, producer_row,
+                     row_stats, step_sync, tanh, tile_map, tile_rows)
 
 
 @triton.jit
@@ -20,7 +20,9 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
                  BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr,
                  NJP: tl.constexpr, UNROLL: tl.constexpr, DEFER: tl.constexpr):
     """Step s of one tile (one launch, or one turn of the persistent loop): finish h_{s-1}
-    of this tile (unless FIRST), then step s (unless FINISH).
+    of this tile (unless FIRST), then step s (unless FINISH). FIRST: h_{s-1} is in hs already
+    (at s = 0 the given state; with a split tile set, made by a FINISH launch or turn before
+    this one), so the window reads it instead of recomputing it from c, o and the statistics.
 
     Buffers (contiguous): z (B, S, M); hs, cs (S+1, B, N, M) with hs[s] = h_{s-1},
     cs[s] = c_{s-1} (index 0: the given state); acts (S, B, N, GC) post-activation
@@ -278,12 +280,13 @@ def forward_persistent(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean
                        BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr,
                        NJP: tl.constexpr, UNROLL: tl.constexpr,
                        SYNC: tl.constexpr = 0, DEPW: tl.constexpr = 1, flags_ptr=None, deps_ptr=None,
-                       DEFER: tl.constexpr = 0):
+                       DEFER: tl.constexpr = 0, SPLIT: tl.constexpr = 0):
     """All S steps and the finisher in one launch: what launch s + 1 of ``forward_step`` reads
     from launch s (c_s, the gates, the partial statistics) it reads here after one grid
     barrier (or, with SYNC, once the programs it reads from flagged step s done:
     ``common.step_flags``), so the results are the same, step for step. The index maps' rows
-    that the unrolled tile sets preload are loaded once, before the loop."""
+    that the unrolled tile sets preload are loaded once, before the loop. SPLIT (with the grid
+    barrier): each turn finishes h_{s-1}, meets the grid again, and runs step s reading it."""
     producers = producer_row(deps_ptr, SYNC, DEPW)
     zero = S * 0  # a run-time 0: the body takes s as a tensor
     hrows = tile_map(hidx_ptr, B, N, KD, 0, BN, FOLD, KDP, UNROLL > 1)
@@ -293,9 +296,14 @@ def forward_persistent(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean
                  NORM, MEMCONV, True, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL, DEFER)
     for s in range(1, S):
         step_sync(sem_ptr, flags_ptr, producers, s, SYNC)
+        if SPLIT:
+            forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
+                         w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, hrows, crows, s, S, B, N, M, GC, KD,
+                         NJ, eps, NORM, MEMCONV, False, True, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL, DEFER)
+            grid_barrier(sem_ptr)
         forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                      w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, hrows, crows, s, S, B, N, M, GC, KD, NJ,
-                     eps, NORM, MEMCONV, False, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL, DEFER)
+                     eps, NORM, MEMCONV, SPLIT != 0, False, FOLD, PRECISION, BN, BM, BK, KDP, NJP, UNROLL, DEFER)
     step_sync(sem_ptr, flags_ptr, producers, S, SYNC)
     forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, rstd_ptr,
                  w_ptr, bh_ptr, gain_ptr, bias_ptr, hidx_ptr, cidx_ptr, hrows, crows, S, S, B, N, M, GC, KD, NJ, eps,

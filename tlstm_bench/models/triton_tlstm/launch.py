@@ -204,7 +204,8 @@ def _launch_options(geo: Geometry) -> dict:
 
 
 def launch_forward(geo: Geometry, bufs: tuple, params: tuple, steps: int) -> None:
-    """All forward steps: S + 1 launches (the last finishes h of step S-1), or one."""
+    """All forward steps: S + 1 launches (the last finishes h of step S-1), 2S with a split tile set
+    (``tiles.Menu.split``: h_{s-1} by a launch of its own before step s), or one."""
     z_all, hs, cs, acts, pmean, pm2, mean, rstd = bufs
     consts = dict(BK=geo.tiles["BK"], **_launch_options(geo))
     args = (z_all, hs, cs, acts, pmean, pm2, mean, rstd, *params, geo.hidden_index, geo.cell_index)
@@ -212,10 +213,15 @@ def launch_forward(geo: Geometry, bufs: tuple, params: tuple, steps: int) -> Non
     if geo.persistent:
         sem = _semaphore(z_all.device)
         sync = _sync_args(geo, geo.producers[0] if geo.producers else None)
-        forward_persistent[geo.grid](*args, sem, steps, *sizes, **consts, **sync)
+        split = dict(SPLIT=1) if geo.tiles["SPLIT"] else {}
+        forward_persistent[geo.grid](*args, sem, steps, *sizes, **consts, **sync, **split)
         return
     for s in range(steps + 1):
-        forward_step[geo.grid](*args, s, steps, *sizes, FIRST=(s == 0), FINISH=(s == steps), **consts)
+        if geo.tiles["SPLIT"] and 0 < s < steps:  # h_{s-1} alone, then step s reading it (FIRST: h is in hs)
+            forward_step[geo.grid](*args, s, steps, *sizes, FIRST=False, FINISH=True, **consts)
+            forward_step[geo.grid](*args, s, steps, *sizes, FIRST=True, FINISH=False, **consts)
+        else:
+            forward_step[geo.grid](*args, s, steps, *sizes, FIRST=(s == 0), FINISH=(s == steps), **consts)
 
 
 def launch_backward(geo: Geometry, cs, acts, mean, rstd, params: tuple, g: dict, grads: tuple) -> None:

@@ -39,7 +39,13 @@ class Menu:
     sync: str = "grid"  # between the persistent kernels' steps: "grid" (one barrier for the grid) or "flags"
     # (per-program step flags, each program waiting only for those it reads: common.step_flags, deps.py)
     defer: bool = False  # the window's broadcast products summed over their inner axis once a step, not once
-    # per window entry (common.mac: one round of cross-warp reductions per accumulator instead of one per turn)
+    # per window entry and inner turn (forward.window_deferred, backward.dh_deferred)
+    split: bool = False  # the forward makes h_{s-1} once per location before step s (a launch of its own, or a
+    # second grid barrier) and the step reads it, instead of recomputing it for every window entry that reads it
+
+    def __post_init__(self):
+        if self.split and self.sync != "grid":
+            raise ValueError("a split forward needs the grid barrier: the step flags count one sync a step")
 
     def tensor_cores(self, dtype: str) -> bool:
         """Whether its products are ``tl.dot`` (common.mma: float32, every side >= 16), so that
@@ -82,6 +88,11 @@ class Menu:
 # the inner loops; with 4 or 8 ("narrow-acc", "narrow-acc64", "mid-acc") some layout changes
 # remain. "single16-acc" (16 channels: 700 programs at 3d-cn, L = 10, M = 100) may take 80
 # registers, so that six fit an SM and its grid one wave on 132 SMs.
+# The "-split" entries (issue 28, opt-in the same way; Menu.split) make h_{s-1} once per
+# location before step s, by a launch of its own (per step) or a second grid barrier
+# (persistent), and step s reads it (the kernels' FIRST path) where the others recompute it,
+# with its norm statistics, for every window entry that reads it (9 at 3D): the step's chain
+# loses the statistics' loads and sums and the h recompute, and gains a launch or a barrier.
 # Their narrower inner loops keep the accumulators in registers (sm_90, 3d-cn, M = 100, Triton
 # 3.6, forward: 128 to 185 a thread where narrow takes 228); results/evidence/cpu/defer_ptx/
 # counts registers and barriers.
@@ -104,11 +115,14 @@ MENU = {
     "narrow-acc": Menu(4, 8, 32, 32, defer=True),
     "narrow-acc64": Menu(4, 8, 64, 64, defer=True),
     "mid-acc": Menu(8, 16, 16, 16, defer=True),
+    "narrow-split": Menu(4, 8, 128, 128, split=True),
+    "single16-acc-split": Menu(1, 16, 32, 32, defer=True, maxnreg=80, split=True),
+    "mid-acc-split": Menu(8, 16, 16, 16, defer=True, split=True),
     "fp64": Menu(8, 16, 16, 16),
 }
 FLOAT32_MENU = ("wide", "narrow", "single", "fold", "fold64", "mid", "mid-u3", "narrow-u3", "single-u3", "wide-w8",
                 "mid-u3-w8", "mid-u3-flags", "single-u3-flags", "single-acc", "single16-acc", "narrow-acc",
-                "narrow-acc64", "mid-acc")
+                "narrow-acc64", "mid-acc", "narrow-split", "single16-acc-split", "mid-acc-split")
 
 # What float32 at each precision (vocab.PRECISIONS, common.mma) is held to against eager in
 # float64. TEST_TOLERANCE: tests/test_triton.py, the largest error over the largest entry of
@@ -144,7 +158,7 @@ def tiles_for(menu: Menu, m: int, kd: int) -> dict[str, int]:
     return dict(BN=menu.bn, BM=menu.bm, BK=menu.bk, BG=menu.bg, KDP=pow2(kd, kdp_min),
                 NJP=pow2(triton.cdiv(m, menu.bm)), FOLD=menu.fold, UNROLL=menu.unroll,
                 num_warps=warps, maxnreg=menu.maxnreg, SYNC=int(menu.sync == "flags"),
-                DEFER=int(menu.defer))
+                DEFER=int(menu.defer), SPLIT=int(menu.split))
 
 
 def default_choice(m: int, n: int, batch: int, dtype: str) -> tuple[str, bool | None]:
