@@ -30,7 +30,9 @@ the heaviest with the wide and fold64 tiles; and for the older architectures (sm
 tl.dot lowering) the heaviest with the wide, fold64 (also at tf32x3 and tf32) and float64
 tiles; and for every architecture the persistent kernels of the heaviest with the step flags
 (mid-u3-flags: SYNC = 1, a producer table 64 wide). A "-flags" entry's per-step kernels are
-its twin's and are not compiled again. Run it without TRITON_INTERPRET set. Exits 1 if a variant fails to compile.
+its twin's and are not compiled again, nor a "-split" entry's kernels but its persistent
+forward (SPLIT = 1). Run it without TRITON_INTERPRET set. Exits 1 if a variant fails to
+compile.
 """
 
 from __future__ import annotations
@@ -71,7 +73,10 @@ def variants(archs, dtypes, shapes, ci: bool) -> list[tuple]:
                 if tiling.MENU[menu].sync != "grid":  # per step: its twin's kernels; persistent: with flags
                     per_step = False
                     fwd, bwd = dict(fwd, SYNC=1, DEPW=FLAGS_DEPW), dict(bwd, SYNC=1, DEPW=FLAGS_DEPW)
-                kernels = [("forward_persistent", fwd), ("backward_persistent", bwd)] if persistent else []
+                kernels = [("forward_persistent", dict(fwd, SPLIT=t["SPLIT"])), ("backward_persistent", bwd)] \
+                    if persistent else []
+                if t["SPLIT"]:  # its per-step kernels and its backward are its twin's; its own: the forward loop
+                    kernels, per_step = kernels[:1], False
                 if per_step:
                     kernels += [("forward_step", dict(fwd, FIRST=first, FINISH=finish))
                                 for first, finish in ((True, False), (False, False), (False, True))]

@@ -19,7 +19,9 @@ group's share of the budget is spent (at least 3 rounds):
   at L = 1 and 10, the dispatched path and per step forced, 2d with its window loops unrolled
   (``single-u3``, also under the graph), the window's sums deferred (``single-acc`` for 2d,
   persistent and under the graph; ``single-acc``, ``single16-acc``, ``narrow-acc`` and
-  ``narrow-acc64`` per step and ``mid-acc`` persistent for 3d-cn at L = 10), the 3D batch-1
+  ``narrow-acc64`` per step and ``mid-acc`` persistent for 3d-cn at L = 10), h made once per
+  location before each step (``narrow-split`` and ``single16-acc-split`` per step, also under
+  the graph, ``mid-acc-split`` persistent, 3d-cn at L = 10), the 3D batch-1
   candidates (``mid`` and ``mid-u3`` persistent, ``narrow-u3`` per step: the window loops
   unrolled; ``wide-w8`` and ``mid-u3-w8``: 8 warps a program), and last the step flags
   instead of the grid barrier (``single-u3-flags`` for 2d and ``mid-u3-flags`` for 3d-cn at
@@ -28,7 +30,7 @@ group's share of the budget is spent (at least 3 rounds):
 
 First (on CUDA) the kernels of every triton and triton-graph variant of the plan are compiled
 ahead, in ``--precompile-jobs`` processes at once (``triton_precompile.py``: compile-only
-launches into Triton's cache), so that the groups load them instead of compiling some 65
+launches into Triton's cache), so that the groups load them instead of compiling some 69
 variants' kernels one after another in this process; what it misses is compiled as before.
 
 A variant that fails its check is timed anyway and marked wrong; it never counts for a target
@@ -155,6 +157,12 @@ def plan(device: str) -> list[Variant]:
             for m in ("single-acc", "single16-acc", "narrow-acc", "narrow-acc64")]
     out += [Variant("m100", "3d-cn", 10, menu="mid-acc", persistent=True),
             Variant("m100", "3d-cn", 10, "triton-graph", menu="single-acc", persistent=False)]
+    # h made once per location, its own launch (or barrier) before each step that reads it
+    # (tiles.Menu.split): the default narrow tiles per step (the split alone), with the sums
+    # deferred per step (also graphed: its launches double) and persistent.
+    out += [Variant("m100", "3d-cn", 10, menu=m, persistent=False) for m in ("narrow-split", "single16-acc-split")]
+    out += [Variant("m100", "3d-cn", 10, "triton-graph", menu="single16-acc-split", persistent=False),
+            Variant("m100", "3d-cn", 10, menu="mid-acc-split", persistent=True)]
     # The 3D batch-1 candidates (tiles.MENU), last: 91 programs, persistent, with and without the
     # window loops unrolled; the default narrow tiles unrolled, per step (the A/B of the unroll).
     out += [Variant("m100", "3d-cn", 10, menu=m, persistent=True) for m in ("mid", "mid-u3")]

@@ -25,9 +25,14 @@ import triton_compile as tc  # noqa: E402
 
 # (tile set, NORM, Kd): 3d-cn and 2d at M = 100
 ROWS = [("narrow", 1, 9), ("narrow-acc", 1, 9), ("narrow-acc64", 1, 9), ("mid", 1, 9), ("mid-acc", 1, 9),
-        ("single-acc", 1, 9), ("single16-acc", 1, 9), ("single", 0, 3), ("single-acc", 0, 3)]
+        ("single-acc", 1, 9), ("single16-acc", 1, 9), ("single", 0, 3), ("single-acc", 0, 3),
+        ("narrow-split", 1, 9), ("single16-acc-split", 1, 9), ("mid-acc-split", 1, 9)]
 KERNELS = ((forward.forward_step, "BK", dict(FIRST=False, FINISH=False)),
            (backward.backward_step, "BG", dict(HAS_NEXT=True)))
+# A split forward's two launches a step (tiles.Menu.split): h_{s-1} alone (FINISH), then step s
+# reading it (FIRST); its backward is its twin's.
+SPLIT_KERNELS = ((forward.forward_step, "BK", dict(FIRST=False, FINISH=True)),
+                 (forward.forward_step, "BK", dict(FIRST=True, FINISH=False)))
 
 
 def loops(ptx: str) -> list[tuple[int, int, int, int, int]]:
@@ -55,7 +60,7 @@ print(f"triton {triton.__version__}, sm_90, M = 100, per-step kernels (a middle 
 for menu, norm, kd in ROWS:
     m = tiling.MENU[menu]
     t = tiling.tiles_for(m, 100, kd)
-    for fn, inner, flags in KERNELS:
+    for fn, inner, flags in SPLIT_KERNELS if m.split else KERNELS:
         c = dict(NORM=norm, MEMCONV=True, FOLD=t["FOLD"], PRECISION="ieee", BN=t["BN"], BM=t["BM"], KDP=t["KDP"],
                  NJP=t["NJP"], UNROLL=t["UNROLL"], DEFER=t["DEFER"], **{inner: t[inner]}, **flags)
         c = tc.with_defaults(fn, c)
@@ -64,7 +69,9 @@ for menu, norm, kd in ROWS:
                            options={"num_warps": t["num_warps"], **({"maxnreg": m.maxnreg} if m.maxnreg else {})})
         ptx = k.asm["ptx"]
         total = sum("bar.sync" in x for x in ptx.splitlines())
-        print(f"{menu:12} NORM={norm} Kd={kd} {fn.__name__:13} {inner}={t[inner]:<3} {tc._usage(k):18} "
+        name = fn.__name__ + {(False, True): " (h)", (True, False): " (read h)"}.get(
+            (flags.get("FIRST"), flags.get("FINISH")), "")
+        print(f"{menu:18} NORM={norm} Kd={kd} {name:24} {inner}={t[inner]:<3} {tc._usage(k):18} "
               f"bar.sync {total:3} in all; loops (lines a-b: own bar, shfl, fma):", flush=True)
         for a, b, bar, shfl, fma in loops(ptx):
             print(f"    {a:5}-{b:<5} bar {bar:3}  shfl {shfl:3}  fma {fma:4}")
