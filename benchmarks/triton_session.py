@@ -157,9 +157,8 @@ def plan(device: str) -> list[Variant]:
             for m in ("single-acc", "single16-acc", "narrow-acc", "narrow-acc64")]
     out += [Variant("m100", "3d-cn", 10, menu="mid-acc", persistent=True),
             Variant("m100", "3d-cn", 10, "triton-graph", menu="single-acc", persistent=False)]
-    # h made once per location, its own launch (or barrier) before each step that reads it
-    # (tiles.Menu.split): the default narrow tiles per step (the split alone), with the sums
-    # deferred per step (also graphed: its launches double) and persistent.
+    # h made once per location before each step that reads it (tiles.Menu.split): narrow per step
+    # (the split alone), with the sums deferred per step (also graphed) and persistent.
     out += [Variant("m100", "3d-cn", 10, menu=m, persistent=False) for m in ("narrow-split", "single16-acc-split")]
     out += [Variant("m100", "3d-cn", 10, "triton-graph", menu="single16-acc-split", persistent=False),
             Variant("m100", "3d-cn", 10, menu="mid-acc-split", persistent=True)]

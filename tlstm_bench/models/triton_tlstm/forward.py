@@ -19,18 +19,16 @@ def forward_body(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, mean_ptr, 
                  FOLD: tl.constexpr, PRECISION: tl.constexpr,
                  BN: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr, KDP: tl.constexpr,
                  NJP: tl.constexpr, UNROLL: tl.constexpr, DEFER: tl.constexpr):
-    """Step s of one tile (one launch, or one turn of the persistent loop): finish h_{s-1}
-    of this tile (unless FIRST), then step s (unless FINISH). FIRST: h_{s-1} is in hs already
-    (at s = 0 the given state; with a split tile set, made by a FINISH launch or turn before
-    this one), so the window reads it instead of recomputing it from c, o and the statistics.
+    """Step s of one tile (one launch, or one turn of the persistent loop): finish h_{s-1} of
+    this tile (unless FIRST: h_{s-1} is in hs already, the given state at s = 0 or made by a
+    split tile set's FINISH launch, and the window reads it), then step s (unless FINISH).
 
     Buffers (contiguous): z (B, S, M); hs, cs (S+1, B, N, M) with hs[s] = h_{s-1},
     cs[s] = c_{s-1} (index 0: the given state); acts (S, B, N, GC) post-activation
     G, I, F, O, Q; partial statistics (S, B, N, NJ); mean, rstd (S, B, N). A row is one
     (step, example, location): row s * B * N + b * N + loc (``common.tile_rows``). ``hrows``,
     ``crows``: this tile's rows of hidden_index, cell_index (``common.tile_map``). The phases
-    are helpers below (inlined: the same compiled code as one long body).
-    """
+    are helpers below (inlined: the same compiled code as one long body)."""
     b, ex, loc, lok = tile_rows(B, N, BN, FOLD)
     jt = tl.program_id(2)
     chn = jt * BM + tl.arange(0, BM)
