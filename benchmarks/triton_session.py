@@ -147,10 +147,10 @@ def plan(device: str) -> list[Variant]:
     # L = 10 target if the serial load chain of each window entry is what a step waits for.
     out += [Variant("m100", "2d", d, menu="single-u3", persistent=True) for d in (1, 10)]
     out += [Variant("m100", "2d", 10, "triton-graph", menu="single-u3", persistent=True)]
-    # The window's reductions deferred (tiles.Menu.defer; results/evidence/cpu/defer_ptx/: no
-    # barrier left in single-acc's window loops, 108-288 a step where narrow has 666 at 3d-cn,
-    # L = 10): 2d persistent, also under the graph; 3d-cn per step (one location a program, 8 or
-    # 16 channels; 4 locations with two inner widths) and persistent (mid-acc, 91 programs).
+    # The window's reductions deferred (tiles.Menu.defer; results/evidence/cpu/defer_ptx/: with
+    # Triton 3.6, 108-702 barriers a step at 3d-cn, L = 10 where narrow has 738; none in 2d
+    # single-acc's loops): 2d persistent, also under the graph; 3d-cn per step (one location a
+    # program, 8 or 16 channels; 4 locations with two inner widths) and persistent (mid-acc).
     out += [Variant("m100", "2d", d, menu="single-acc", persistent=True) for d in (1, 10)]
     out += [Variant("m100", "2d", 10, "triton-graph", menu="single-acc", persistent=True)]
     out += [Variant("m100", "3d-cn", 10, menu=m, persistent=False)

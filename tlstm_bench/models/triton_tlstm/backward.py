@@ -156,6 +156,7 @@ def grads_from_outside(dout_ptr, dht_ptr, dct_ptr, gh, dci, s, b, ex, loc, chn, 
     dci += tl.load(dct_ptr + so, mask=lm, other=0.0)
     return gh, dci
 
+
 @triton.jit
 def dh_next(acts_ptr, w_ptr, invh_ptr, hrows, das_ptr, e1_ptr, e2_ptr, pa_ptr, pb_ptr, dql_ptr, dq1_ptr, dq2_ptr,
             gh, loc, lok, chn, cok, e_n, ln_a, ln_b, M, GC, KD, NJ,

@@ -156,7 +156,7 @@ def window_products(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, 
             cin = m0 + tl.arange(0, BK)
             iok = cin < M
             hm = is_h[:, None] & iok[None, :]
-            if FIRST:  # h_{-1} is the given state, not a function of c_{-1}
+            if FIRST:  # h_{s-1} is in hs: the given state, or made by a split set's FINISH launch
                 hv = tl.load(hs_ptr + (e_cur + hl)[:, None] * M + cin[None, :], mask=hm, other=0.0)
             else:
                 hv = hidden(cs_ptr, acts_ptr, gain_ptr, bias_ptr, e_cur + hl, e_prev + hl, hl, cin, hm,
@@ -184,11 +184,13 @@ def window_deferred(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, 
     """``window_products`` with its reductions deferred (the DEFER tile sets, issue 28): every
     operand is loaded in the product's 3-D shape, the window (BN, BK, 1) and the weights
     (1, BK, BM), so that each window entry adds its products elementwise into (BN, BK, BM)
-    accumulators, with no reduction and no change of layout inside the loop; each is summed over
-    BK once, after it. ``window_products`` sums over BK, across the program's warps, for every
-    entry and inner turn: a round of shuffles and shared-memory barriers each time. The same
-    values (``hidden`` and the loads take the row and channel offsets already shaped: rows
-    (BN, 1), channels (BK, 1)), summed in another order."""
+    accumulators, with no reduction inside the loop; each is summed over BK once, after it.
+    ``window_products`` sums over BK, across the program's warps, for every entry and inner
+    turn: a round of shuffles and shared-memory barriers each time. (With more than one row a
+    program the compiler still changes the window's layout inside the loop, a barrier or two a
+    turn: results/evidence/cpu/defer_ptx/.) The same values (``hidden`` and the loads take the
+    row and channel offsets already shaped: rows (BN, 1), channels (BK, 1)), summed in another
+    order."""
     dt = w_ptr.dtype.element_ty
     kq = tl.arange(0, KDP)[None, None, :]
     ch = chn[None, None, :]
@@ -214,7 +216,7 @@ def window_deferred(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, 
             cin = (m0 + tl.arange(0, BK))[:, None]  # (BK, 1)
             iok = cin < M
             hm = is_h[:, None] & iok[None, :]  # (BN, BK, 1)
-            if FIRST:  # h_{-1} is the given state, not a function of c_{-1}
+            if FIRST:  # h_{s-1} is in hs: the given state, or made by a split set's FINISH launch
                 hv = tl.load(hs_ptr + (e_cur2 + hl)[:, None] * M + cin[None, :], mask=hm, other=0.0)
             else:
                 hv = hidden(cs_ptr, acts_ptr, gain_ptr, bias_ptr, e_cur2 + hl, e_prev2 + hl, hl, cin, hm,
