@@ -73,10 +73,11 @@ def variants(archs, dtypes, shapes, ci: bool) -> list[tuple]:
                 if tiling.MENU[menu].sync != "grid":  # per step: its twin's kernels; persistent: with flags
                     per_step = False
                     fwd, bwd = dict(fwd, SYNC=1, DEPW=FLAGS_DEPW), dict(bwd, SYNC=1, DEPW=FLAGS_DEPW)
-                kernels = [("forward_persistent", dict(fwd, SPLIT=t["SPLIT"])), ("backward_persistent", bwd)] \
-                    if persistent else []
+                kernels = [("forward_persistent", dict(fwd, SPLIT=t["SPLIT"]))] if persistent else []
                 if t["SPLIT"]:  # its per-step kernels and its backward are its twin's; its own: the forward loop
-                    kernels, per_step = kernels[:1], False
+                    per_step = False
+                elif persistent:
+                    kernels.append(("backward_persistent", bwd))
                 if per_step:
                     kernels += [("forward_step", dict(fwd, FIRST=first, FINISH=finish))
                                 for first, finish in ((True, False), (False, False), (False, True))]

@@ -193,12 +193,8 @@ def dh_from_next(acts_ptr, w_ptr, invh_ptr, hrows, das_ptr, e1_ptr, e2_ptr, pa_p
         for g0 in range(0, M4, BG):
             gcol = g0 + tl.arange(0, BG)
             gok = gcol < M4
-            rm = sok[:, None] & gok[None, :]
-            da = tl.load(das_ptr + srow[:, None] * GC + gcol[None, :], mask=rm, other=0.0)
-            if NORM != 0:
-                eo = srow[:, None] * M4 + gcol[None, :]
-                da = (da - alpha[:, None] * tl.load(e1_ptr + eo, mask=rm, other=0.0)
-                      - beta[:, None] * tl.load(e2_ptr + eo, mask=rm, other=0.0))
+            da = gate_grad(das_ptr, e1_ptr, e2_ptr, srow[:, None], gcol[None, :], sok[:, None] & gok[None, :],
+                           alpha[:, None], beta[:, None], GC, M4, NORM)
             wt = tl.load(w_ptr + (k * M + chn[None, :]) * GC + gcol[:, None], mask=gok[:, None] & cok[None, :],
                          other=0.0)
             gh = mma(da, wt, gh, PRECISION)
@@ -209,6 +205,19 @@ def dh_from_next(acts_ptr, w_ptr, invh_ptr, hrows, das_ptr, e1_ptr, e2_ptr, pa_p
                          mask=(kq < KD)[:, None] & cok[None, :], other=0.0)
             gh = mma(daq, wq, gh, PRECISION)
     return gh
+
+
+@triton.jit
+def gate_grad(das_ptr, e1_ptr, e2_ptr, row, col, msk, alpha, beta, GC, M4, NORM: tl.constexpr):
+    """dA of step s+1's gate columns at rows ``row`` and columns ``col`` (shaped to broadcast
+    into the block wanted; ``alpha``, ``beta`` shaped as ``row``), completed with the norm's
+    deferred terms."""
+    da = tl.load(das_ptr + row * GC + col, mask=msk, other=0.0)
+    if NORM != 0:
+        eo = row * M4 + col
+        da = (da - alpha * tl.load(e1_ptr + eo, mask=msk, other=0.0)
+              - beta * tl.load(e2_ptr + eo, mask=msk, other=0.0))
+    return da
 
 
 @triton.jit
@@ -254,12 +263,8 @@ def dh_deferred(acts_ptr, w_ptr, invh_ptr, hrows, das_ptr, e1_ptr, e2_ptr, pa_pt
         for g0 in range(0, M4, BG):
             gcol = (g0 + tl.arange(0, BG))[None, :, None]  # (1, BG, 1)
             gok = gcol < M4
-            rm = sok[:, None, None] & gok
-            da = tl.load(das_ptr + srow3 * GC + gcol, mask=rm, other=0.0)
-            if NORM != 0:
-                eo = srow3 * M4 + gcol
-                da = (da - alpha[:, None, None] * tl.load(e1_ptr + eo, mask=rm, other=0.0)
-                      - beta[:, None, None] * tl.load(e2_ptr + eo, mask=rm, other=0.0))
+            da = gate_grad(das_ptr, e1_ptr, e2_ptr, srow3, gcol, sok[:, None, None] & gok, alpha[:, None, None],
+                           beta[:, None, None], GC, M4, NORM)
             acc += da * tl.load(w_ptr + (k * M + ch) * GC + gcol, mask=gok & cok3, other=0.0)
         if MEMCONV:
             daq = q_logit_grad(acts_ptr, dql_ptr, dq1_ptr, dq2_ptr, srow, sok, alpha, beta, GC, KD, NJ, M4,

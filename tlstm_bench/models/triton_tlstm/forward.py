@@ -128,6 +128,25 @@ def window(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, gain_ptr,
 
 
 @triton.jit
+def window_entry(hrows, hidx_ptr, pmean_ptr, pm2_ptr, loc, lok, k, e_prev, ln_mean, ln_rstd, M, KD, NJ, eps,
+                 NORM: tl.constexpr, FIRST: tl.constexpr, BM: tl.constexpr, KDP: tl.constexpr, NJP: tl.constexpr,
+                 UNROLL: tl.constexpr):
+    """Window entry k of each row: (reads z, reads h, the h location read, and unless FIRST that
+    location's norm statistics of step s-1 for ``hidden``; with FIRST, unused placeholders)."""
+    slot = map_entry(hrows, hidx_ptr, loc, lok, k, KD, 0, KDP, UNROLL > 1)
+    is_z = slot == INPUT
+    is_h = slot >= HOFF
+    hl = tl.where(is_h, slot - HOFF, 0)
+    if FIRST:
+        mean_h = tl.zeros(hl.shape, pmean_ptr.dtype.element_ty)
+        rstd_h = mean_h
+    else:
+        mean_h, rstd_h = row_stats(pmean_ptr, pm2_ptr, e_prev + hl, is_h, ln_mean, ln_rstd, M, NJ, eps, NORM, BM,
+                                   NJP)
+    return is_z, is_h, hl, mean_h, rstd_h
+
+
+@triton.jit
 def window_products(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, gain_ptr, bias_ptr, hidx_ptr, hrows,
                     b, loc, lok, chn, cok, s64, e_cur, e_prev, ln_mean, ln_rstd, S, M, GC, KD, NJ, eps,
                     NORM: tl.constexpr, MEMCONV: tl.constexpr, FIRST: tl.constexpr, PRECISION: tl.constexpr,
@@ -145,13 +164,9 @@ def window_products(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, 
     acc_q = tl.zeros((BN, KDP), dt)
     z_row = (b * S + s64) * M + loc * 0  # z (B, S, M) of each row's example
     for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
-        slot = map_entry(hrows, hidx_ptr, loc, lok, k, KD, 0, KDP, UNROLL > 1)
-        is_z = slot == INPUT
-        is_h = slot >= HOFF
-        hl = tl.where(is_h, slot - HOFF, 0)
-        if not FIRST:
-            mean_h, rstd_h = row_stats(pmean_ptr, pm2_ptr, e_prev + hl, is_h, ln_mean, ln_rstd, M, NJ,
-                                        eps, NORM, BM, NJP)
+        is_z, is_h, hl, mean_h, rstd_h = window_entry(hrows, hidx_ptr, pmean_ptr, pm2_ptr, loc, lok, k, e_prev,
+                                                      ln_mean, ln_rstd, M, KD, NJ, eps, NORM, FIRST, BM, KDP, NJP,
+                                                      UNROLL)
         for m0 in range(0, M, BK):
             cin = m0 + tl.arange(0, BK)
             iok = cin < M
@@ -204,14 +219,10 @@ def window_deferred(z_ptr, hs_ptr, cs_ptr, acts_ptr, pmean_ptr, pm2_ptr, w_ptr, 
     e_cur2 = (e_cur + loc * 0)[:, None]
     e_prev2 = (e_prev + loc * 0)[:, None]
     for k in tl.range(0, KD, 1, loop_unroll_factor=UNROLL):
-        slot = map_entry(hrows, hidx_ptr, loc, lok, k, KD, 0, KDP, UNROLL > 1)
-        is_z = (slot == INPUT)[:, None]
-        is_h1 = slot >= HOFF
-        hl1 = tl.where(is_h1, slot - HOFF, 0)
-        if not FIRST:
-            mean_h, rstd_h = row_stats(pmean_ptr, pm2_ptr, e_prev + hl1, is_h1, ln_mean, ln_rstd, M, NJ,
-                                        eps, NORM, BM, NJP)
-        is_h, hl = is_h1[:, None], hl1[:, None]
+        is_z, is_h, hl, mean_h, rstd_h = window_entry(hrows, hidx_ptr, pmean_ptr, pm2_ptr, loc, lok, k, e_prev,
+                                                      ln_mean, ln_rstd, M, KD, NJ, eps, NORM, FIRST, BM, KDP, NJP,
+                                                      UNROLL)
+        is_z, is_h, hl = is_z[:, None], is_h[:, None], hl[:, None]
         for m0 in range(0, M, BK):
             cin = (m0 + tl.arange(0, BK))[:, None]  # (BK, 1)
             iok = cin < M

@@ -210,14 +210,14 @@ def launch_forward(geo: Geometry, bufs: tuple, params: tuple, steps: int) -> Non
     consts = dict(BK=geo.tiles["BK"], **_launch_options(geo))
     args = (z_all, hs, cs, acts, pmean, pm2, mean, rstd, *params, geo.hidden_index, geo.cell_index)
     sizes = (geo.batch, geo.n, geo.m, geo.g, geo.kd, geo.nj, NORM_EPS)
+    split = geo.tiles["SPLIT"]
     if geo.persistent:
         sem = _semaphore(z_all.device)
         sync = _sync_args(geo, geo.producers[0] if geo.producers else None)
-        split = dict(SPLIT=1) if geo.tiles["SPLIT"] else {}
-        forward_persistent[geo.grid](*args, sem, steps, *sizes, **consts, **sync, **split)
+        forward_persistent[geo.grid](*args, sem, steps, *sizes, **consts, **sync, SPLIT=split)
         return
     for s in range(steps + 1):
-        if geo.tiles["SPLIT"] and 0 < s < steps:  # h_{s-1} alone, then step s reading it (FIRST: h is in hs)
+        if split and 0 < s < steps:  # h_{s-1} alone, then step s reading it (FIRST: h is in hs)
             forward_step[geo.grid](*args, s, steps, *sizes, FIRST=False, FINISH=True, **consts)
             forward_step[geo.grid](*args, s, steps, *sizes, FIRST=True, FINISH=False, **consts)
         else:
