@@ -47,6 +47,9 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+from tlstm_bench.errors import UserError
+from tlstm_bench.models import require_triton
+
 INDEX_ARGS = {"hidx_ptr", "cidx_ptr", "invh_ptr", "invc_ptr"}
 SHAPES = ((3, 100), (9, 1100))  # (Kd, M): the 2d preset at M = 100 (what the tuner times), a 3D K = 3 at M = 1100
 
@@ -191,7 +194,11 @@ def main() -> int:
         print("unset TRITON_INTERPRET: the interpreter's kernels cannot be compiled", file=sys.stderr)
         return 2
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9 warns when it is unset
-    import triton
+    try:
+        triton = require_triton("benchmarks/triton_compile.py", instead="")
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     archs = [int(a) for a in args.arch.split(",")]
     dtypes = ["fp32", "fp64"] if args.dtype == "both" else [args.dtype]

@@ -79,6 +79,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # model_
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # cuda_clock, beside it, also when imported as a module
 from cuda_clock import sync, timed_ms  # noqa: E402
+from tlstm_bench.errors import UserError  # noqa: E402
+from tlstm_bench.models import require_triton  # noqa: E402
 
 VOCAB, M100, CHECK_T, CHECK_M, MIN_ROUNDS = 205, 100, 7, 20, 3
 EAGER_FACTOR = 5.0  # a variant may be this many times float32 eager's own error on a tensor (issue 28)
@@ -422,8 +424,6 @@ def _json_line(text: str) -> dict | None:
 
 def probe_main(spec: str, device: str) -> int:
     """The probe process: ``graph_check`` of each variant, one JSON line each, as it is made."""
-    from tlstm_bench.errors import UserError
-
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     for item in json.loads(spec):
@@ -839,12 +839,16 @@ def main() -> int:
         return 0
     if args.out is None:
         ap.error("--out is required")
+    try:
+        triton = require_triton("benchmarks/triton_session.py", instead="")
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.device == "cuda" and not torch.cuda.is_available():
         print("error: benchmarks/triton_session.py times kernels on a CUDA GPU; none is available", file=sys.stderr)
         return 2
     torch.backends.cuda.matmul.allow_tf32 = False  # torch's products in plain float32 (ieee)
     torch.backends.cudnn.allow_tf32 = False
-    import triton
 
     from tlstm_bench.models import triton_tlstm
 

@@ -40,6 +40,8 @@ import torch
 import torch.nn.functional as F
 
 from cuda_clock import sync, timed_ms
+from tlstm_bench.errors import UserError
+from tlstm_bench.models import require_triton
 
 SHAPES = [("2d", 1, 1), ("2d", 10, 1), ("2d", 1, 15), ("2d", 10, 15), ("3d-cn", 10, 15)]  # (config, L, batch)
 CHANNELS, SEQ_LEN, VOCAB = 100, 100, 20
@@ -415,6 +417,11 @@ def tune(args: argparse.Namespace) -> None:
 
 def main() -> int:
     args = parse_args()
+    try:
+        require_triton("benchmarks/triton_tune.py", instead="")
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.device == "cpu":
         dry_run_on_cpu()
     elif not torch.cuda.is_available():

@@ -111,3 +111,20 @@ def test_the_anchor_check_without_a_gpu_is_one_line():
                             env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert result.returncode == 2 and "--device cpu --tiny is the dry run" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [["triton_session.py", "--device", "cpu", "--out", "OUT"], ["triton_compile.py", "--ci"],
+                                  ["triton_tune.py", "--device", "cpu"]], ids=lambda a: a[0])
+def test_a_triton_script_without_triton_is_one_line(args, tmp_path):
+    """Where Triton is not installed (the README's install), a Triton script says so in one line
+    and how to install it, with exit code 2 (a package named triton that fails to import stands in)."""
+    (tmp_path / "triton").mkdir()
+    (tmp_path / "triton" / "__init__.py").write_text("raise ImportError('no triton here')\n")
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    env.pop("TRITON_INTERPRET", None)
+    result = subprocess.run([sys.executable, f"benchmarks/{args[0]}", *args[1:]], cwd=ROOT, capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f'error: benchmarks/{args[0]} needs Triton: pip install -e ".[gpu]" (or pip install triton)']

@@ -13,15 +13,22 @@ from .slstm import SLSTM, SLSTM_IMPLEMENTATIONS, SLSTMState
 from .tlstm import TLSTM, TLSTM_IMPLEMENTATIONS, TLSTMState
 
 
-def run_triton(model: TLSTM, z: torch.Tensor, state: TLSTMState):
-    """``triton`` (:mod:`tlstm_bench.models.triton_tlstm`), imported on first use: Triton is
-    an optional dependency (the ``gpu`` extra) and nothing else imports it. Here, not in
-    :mod:`.tlstm`: triton_tlstm imports tlstm, so tlstm importing it back would be a circle."""
+def require_triton(what: str = "implementation 'triton'", instead: str = "or use implementation 'fast'"):
+    """Triton, the module, or a :class:`UserError` naming ``what`` needs it and how to install it:
+    Triton is an optional dependency (the ``gpu`` extra). The benchmark scripts use it too."""
     try:
-        import triton  # noqa: F401
+        import triton
     except ImportError:
-        raise UserError("implementation 'triton' needs Triton: pip install -e \".[gpu]\" (or pip install triton); "
-                        "or use implementation 'fast'") from None
+        raise UserError(f"{what} needs Triton: pip install -e \".[gpu]\" (or pip install triton)"
+                        + (f"; {instead}" if instead else "")) from None
+    return triton
+
+
+def run_triton(model: TLSTM, z: torch.Tensor, state: TLSTMState):
+    """``triton`` (:mod:`tlstm_bench.models.triton_tlstm`), imported on first use: nothing else
+    imports Triton (:func:`require_triton`). Here, not in :mod:`.tlstm`: triton_tlstm imports
+    tlstm, so tlstm importing it back would be a circle."""
+    require_triton()
     from .triton_tlstm import run_triton as run
 
     return run(model, z, state)
@@ -54,6 +61,6 @@ def training_implementation(model, batch: int, precision: str = "ieee") -> str:
 __all__ = [
     "ArchConfig", "CONFIG_NAMES", "COMPONENTS", "PAPER_NAMES", "PRESETS", "ParamCount", "SLSTM",
     "SLSTMState", "SLSTM_IMPLEMENTATIONS", "TLSTM", "TLSTMState", "TLSTM_IMPLEMENTATIONS",
-    "build_model", "count_params", "format_config", "parse_budget", "parse_config", "solve_channels",
-    "training_implementation",
+    "build_model", "count_params", "format_config", "parse_budget", "parse_config", "require_triton",
+    "solve_channels", "training_implementation",
 ]
