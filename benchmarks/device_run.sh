@@ -15,8 +15,12 @@
 #   bash benchmarks/device_run.sh memorization-init 560 SHA -- sweep memorization-init --jobs 8
 #   bash benchmarks/device_run.sh addition-L7 560 SHA -- train 3d-cn --preset paper-addition -L 7 \
 #       --device cuda --time-limit 500
-# Let the command end by itself before SECONDS (a spec's time_limit_s, train's --time-limit):
-# a cell or run killed by the hard stop keeps no record.
+# It also sets TLSTM_BENCH_DEADLINE to MARGIN seconds before the hard stop (MARGIN: $DEADLINE_MARGIN_S,
+# default 30: the final evaluation, the record, the packing). Every training run stops there as at
+# its time limit and keeps its record (stop_reason "deadline"), and a sweep starts no cell after
+# it, so a call given less time than its spec's time_limit_s (what a session has left) still
+# brings back a record of every cell it started. A cell or run killed by the hard stop itself
+# keeps no record.
 #
 # The archive is a results folder: store/<collection>/*.json (a sweep's working files too,
 # but not its checkpoints), plus NAME.log (the command's output), NAME-meta.txt (command,
@@ -34,12 +38,15 @@ out=${OUT:?OUT is the folder that comes back}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/device-run.XXXXXX")
 export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:-$PWD} TLSTM_BENCH_GIT_COMMIT=$sha  # cells may run elsewhere
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}  # many cell processes on one machine: not 16 threads each
+margin=${DEADLINE_MARGIN_S:-30}
+export TLSTM_BENCH_DEADLINE=$(( $(date +%s) + secs - margin ))  # training stops here, with its record
 mkdir -p "$out"
 
 {
     echo "command: tlstm-bench $* --results-dir <this folder>"
     echo "commit: $sha"
-    echo "started: $(date -u +%FT%TZ), hard stop after ${secs} s, OMP_NUM_THREADS=$OMP_NUM_THREADS"
+    echo "started: $(date -u +%FT%TZ), hard stop after ${secs} s, TLSTM_BENCH_DEADLINE=$TLSTM_BENCH_DEADLINE" \
+        "(${margin} s before it), OMP_NUM_THREADS=$OMP_NUM_THREADS"
 } >"$dir/$name-meta.txt"
 nvidia-smi >"$dir/$name-nvidia-smi.txt" 2>&1 || echo "no nvidia-smi" >"$dir/$name-nvidia-smi.txt"
 

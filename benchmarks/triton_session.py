@@ -50,8 +50,8 @@ what lets ``train`` pick triton by itself: ``benchmarks/tuning_table.py`` merges
 ``tlstm_bench/models/triton_tlstm/tuning.json``), ``targets.txt`` and ``stdout.txt``. The
 records are written as they are made, so a run cut by the outer ``timeout`` keeps them.
 
-    D=/tmp/tsession; PYTHONPATH=. timeout -k 5 420 python3 benchmarks/triton_session.py \
-        --out $D --budget-s 360; tar czf $OUT/triton-session.tar.gz -C /tmp tsession
+    D=/tmp/tsession; PYTHONPATH=. timeout -k 5 330 python3 benchmarks/triton_session.py \
+        --out $D --budget-s 300; tar czf $OUT/triton-session.tar.gz -C /tmp tsession
 
 (``--device cpu`` with TRITON_INTERPRET=1: the same flow at toy sizes, to test the script.)
 
@@ -813,7 +813,7 @@ def rejudge(run: Path) -> list[str]:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help="a folder outside $OUT; tar it into $OUT afterwards (required)")
-    ap.add_argument("--budget-s", type=float, default=360.0, help="stop starting work after this many seconds")
+    ap.add_argument("--budget-s", type=float, default=300.0, help="stop starting work after this many seconds")
     ap.add_argument("--groups", default="train,m100,10m", help="which groups, in this order")
     ap.add_argument("--rounds", type=int, default=30, help="at most this many timed rounds per group")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",

@@ -83,7 +83,7 @@ def test_cli_sweep_exit_codes(tmp_path, fake_env, monkeypatch):
     args = ["sweep", str(spec), "--results-dir", str(tmp_path / "s"), "--cell-fn", FAKE, "--only", "depth=1"]
     result = CliRunner().invoke(app, args + ["--jobs", "2"])
     assert result.exit_code == 1, result.output
-    assert "1 failed cells" in result.output and "FloatingPointError" in result.output
+    assert "1 failed cell" in result.output and "1 failed cells" not in result.output and "FloatingPointError" in result.output
     assert "sweep t: 4 cells; ran 4 (3 ok, 1 failed)" in " ".join(result.output.split())
     assert CliRunner().invoke(app, args + ["--jobs", "0"]).exit_code == 2
     assert CliRunner().invoke(app, args + ["--only", "config=3d-cn"]).exit_code == 2   # matches no cell

@@ -254,6 +254,7 @@ def test_a_time_limit_stops_training_keeps_the_record_and_the_key(tmp_path):
     limited = quick(time_limit_s=1e-6, checkpoint_dir=tmp_path)
     assert limited["status"] == "ok" and limited["stop_reason"] == "time_limit"
     assert limited["samples_seen"] == 0 and len(limited["history"]) == 1 and limited["time_limit_s"] == 1e-6
+    assert limited["stop_detail"].startswith("stopped at --time-limit 1e-06 s, sample 0 of ")
     full = quick(checkpoint_dir=tmp_path)
     assert full["key"] == limited["key"] and full["time_limit_s"] is None
     assert full["stop_reason"] == "max_samples" and full["samples_seen"] == 15 * 24

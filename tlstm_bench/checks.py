@@ -6,7 +6,9 @@
 * :func:`output_dir` and :func:`output_file`: a place the command will write to, checked
   before any work starts, so that a long run never ends in a write that cannot succeed;
 * :func:`path_length`: a path the file system can take (no name in it, and not the whole,
-  longer than it allows), for every path option.
+  longer than it allows), for every path option;
+* :func:`deadline`: ``$TLSTM_BENCH_DEADLINE``, the wall-clock time by which every run must have
+  stopped and kept its record.
 
 Each raises :class:`~tlstm_bench.errors.UserError` with one line that names the option and
 says what is allowed. Nothing here imports torch, and nothing here writes anything.
@@ -25,6 +27,7 @@ from .errors import UserError
 MAX_SEED = 2**63 - 1
 MAX_THREADS = 1024  # torch.set_num_threads: more is a typo (it would start that many threads)
 MAX_DIM = 2**31 - 1  # one tensor dimension (M, R, S), a depth, a sequence length: torch's 32-bit index kernels
+ENV_DEADLINE = "TLSTM_BENCH_DEADLINE"
 
 
 def integer(value, what: str, *, minimum: int = 1, maximum: int | None = None) -> int:
@@ -57,6 +60,26 @@ def number(value, what: str) -> float:
     if value <= 0:
         raise UserError(f"{what} must be above 0, got {value}")
     return float(value)
+
+
+def deadline() -> float | None:
+    """``$TLSTM_BENCH_DEADLINE`` as a UNIX time (seconds), or None where it is unset or empty.
+
+    Set by whoever has a hard stop to meet (``benchmarks/device_run.sh``: a device call's time
+    limit less what the final evaluation and the packing need): a training run stops there as
+    at its time limit, is evaluated and keeps its record (``stop_reason = "deadline"``), and a
+    sweep starts no cell after it. Not a setting: it is not part of a run's or a cell's identity."""
+    text = os.environ.get(ENV_DEADLINE, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise UserError(f"${ENV_DEADLINE} must be a UNIX time in seconds (as `date +%s` prints), got {text!r}; "
+                        "unset it to run without one")
+    return value
 
 
 def knobs_once(config, what: str = "config") -> None:

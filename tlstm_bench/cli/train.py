@@ -115,13 +115,13 @@ def train(
 
 def _skip_if_recorded(store: Path, run: dict) -> None:
     """``on_start``: stop a run whose ``ok`` record is already in the store (a corrupt one is replaced; one
-    its time limit stopped goes on)."""
+    its time limit or the deadline stopped goes on)."""
     from ..results.store import read_record, record_path
 
     path = record_path(store, "training", run["id"])  # the store's own name and link checks
     try:
         saved = read_record(path, missing_ok=True) or {}
-        done = saved.get("status") == "ok" and saved.get("stop_reason") != "time_limit"
+        done = saved.get("status") == "ok" and saved.get("stop_reason") not in ("time_limit", "deadline")
     except UserError:  # a corrupt record of this run: train again and replace it
         done = False
     if done:

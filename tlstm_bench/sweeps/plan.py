@@ -196,8 +196,8 @@ def summary_rows(summary: Summary) -> tuple[str, list[dict]] | None:
     if not outcomes:
         return None
     failed, missing = len(summary.failures), len(outcomes) - len(summary.failures)
-    title = ", ".join(part for part in (failed and f"{failed} failed cells",
-                                        missing and f"{missing} cells without a record") if part)
+    title = ", ".join(part for part in (failed and f"{failed} failed cell{'s' * (failed > 1)}",
+                                        missing and f"{missing} cell{'s' * (missing > 1)} without a record") if part)
     rows = [{"id": o.cell.id[:10], "cell": o.cell.label(),
              "error": f"{o.error or ''}{_OUTCOME_NOTES.get(o.state, '')}".strip() or "failed"} for o in outcomes]
     return title, rows
@@ -265,6 +265,7 @@ def run_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", jobs: int =
     environment). ``progress``: a reporter of :mod:`tlstm_bench.events`; silent by default.
     """
     env = data_dir_env(data_dir)
+    checks.deadline()  # a malformed $TLSTM_BENCH_DEADLINE: one line before any cell runs
     machine = cluster_machine(executor, slurm)
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")

@@ -51,6 +51,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import checks
 from ..atomic import disk_problem, fresh_file, pid_alive, read_regular_text
 from ..errors import UserError, term_interrupts
 from ..events import Event, Reporter, note, silent
@@ -238,6 +239,8 @@ def run_cell(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, 
             return done
         if stop is not None and stop.refused is not None:
             return Outcome(cell, "stopped", f"not started: {stop.refused}")
+        if (deadline := checks.deadline()) is not None and time.time() >= deadline:
+            return Outcome(cell, "stopped", f"not started: ${checks.ENV_DEADLINE} has passed")
         claim = locks.claim(root, cell.sweep, cell.id, timeout_s=cell.timeout_s)
         if claim is None:
             return Outcome(cell, "taken")
@@ -415,6 +418,8 @@ def _describe(outcome: Outcome) -> str:
     if rec.get("test_metric") is not None:
         solved = rec.get("samples_to_solve")
         extra = f", solved after {solved:,} samples" if solved else ""
+        if rec.get("stop_reason") == "deadline":
+            extra += f", stopped at the deadline after {rec.get('samples_seen', 0):,} samples"
         return f"test {rec.get('metric')} {rec['test_metric']:.4g}, M={rec.get('channels')}{extra}"
     return "ok"
 

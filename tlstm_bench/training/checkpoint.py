@@ -43,7 +43,7 @@ class Counters:
     last_checkpoint: int = 0           # samples at the last checkpoint
     wall_time: float = 0.0             # seconds of training before this process started
     resumed_at: list = field(default_factory=list)  # samples at each resume
-    stop_reason: str | None = None     # max_samples | epochs | time_limit | solved | early_stopping
+    stop_reason: str | None = None     # max_samples | epochs | time_limit | deadline | solved | early_stopping
     loss_sum: float = 0.0              # training loss summed since the last evaluation
     loss_count: int = 0                # ... over this many steps
 

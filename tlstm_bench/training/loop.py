@@ -15,7 +15,9 @@ What happens (paper appendix, SPEC section 9):
   resumes from there and ends with exactly the parameters of an uninterrupted run (same
   seed, same machine and thread count);
 * with ``time_limit_s`` the run stops after that many seconds of wall time, is evaluated and
-  records how far it got (``stop_reason = "time_limit"``; run it again to go on);
+  records how far it got (``stop_reason = "time_limit"``; run it again to go on); so it does at
+  ``$TLSTM_BENCH_DEADLINE`` (a UNIX time: :func:`tlstm_bench.checks.deadline`), with
+  ``stop_reason = "deadline"``;
 * a NaN or infinite training loss stops the run: :func:`train` then *returns* a record
   with ``status="failed"``, an ``error`` message and every metric ``None`` (it does not
   raise, so a sweep can store the failed cell; the CLI exits 1). Bad arguments and bad
@@ -74,6 +76,7 @@ def train(config: "str | TrainSettings", *, progress: Progress = False, on_start
         raise TypeError(f"give the settings in the TrainSettings, not as keywords too: {', '.join(settings)}")
     if stop_after_steps is not None:
         checks.integer(stop_after_steps, "stop_after_steps")
+    deadline = checks.deadline()
     resolved, task = asked.resolve()
     device = torch_device(resolved.device)
     if resolved.checkpoint_dir is not None:  # before training, not at the first checkpoint
@@ -84,7 +87,7 @@ def train(config: "str | TrainSettings", *, progress: Progress = False, on_start
     # Decaying recurrent states produce subnormal floats, which slow CPU arithmetic
     # 10-100x (SPEC section 8); flushing them to zero changes nothing measurable.
     torch.set_flush_denormal(True)
-    trainer = Trainer(resolved, task, device, reporter(progress), started=started)
+    trainer = Trainer(resolved, task, device, reporter(progress), started=started, deadline=deadline)
     if on_start is not None:
         on_start(dict(trainer.record))
     trainer.resume()
@@ -105,6 +108,9 @@ def _check_memory(s: TrainSettings, task: Task, device: torch.device) -> None:
 
 # What a failed run's record holds of its metrics: none (a diverged model's numbers mean nothing).
 NO_METRICS = {"valid_metric": None, "test_metric": None, "sequence_accuracy": None, "test_by_position": None}
+
+# Why a run stopped where running it again goes on (with a larger limit, more time, a later deadline).
+EXTENDABLE = ("max_samples", "epochs", "time_limit", "deadline")
 
 # What a checkpoint must match to be resumed (a subset of the record's identity).
 CHECKPOINT_KEY = ("config", "task", "task_options", "depth", "channels", "batch_size", "seed", "lr")
@@ -155,13 +161,15 @@ class Trainer:
     """One training run in parts: built here, then :meth:`resume`, :meth:`run`, :meth:`finish`.
 
     ``state`` (a :class:`RunState`) is everything a checkpoint holds; ``record`` the run's
-    identity, completed by :meth:`finish`.
+    identity, completed by :meth:`finish`. ``deadline``: a UNIX time at which the run stops as
+    at its time limit (``stop_reason = "deadline"``).
     """
 
     def __init__(self, settings: TrainSettings, task: Task, device: torch.device, report: Reporter, *,
-                 started: float):
+                 started: float, deadline: float | None = None):
         s = self.settings = settings
         self.task, self.device, self.report, self.started = task, device, report, started
+        self.deadline = deadline
         torch.manual_seed(s.seed)
         model = build_model(s.config, s.depth, channels=s.channels, budget=s.budget, forget_bias=task.forget_bias,
                             implementation=s.implementation, **task.model_io())
@@ -202,7 +210,7 @@ class Trainer:
                             f"{str(exc).splitlines()[0][:200]}); delete it to start over") from None
         c = self.counters
         c.resumed_at.append(c.samples)
-        if c.stop_reason in ("max_samples", "epochs", "time_limit"):
+        if c.stop_reason in EXTENDABLE:
             c.stop_reason = None  # a finished run may be extended with a larger limit (or more time)
         note(self.report, f"resuming from checkpoint {self.path} at sample {c.samples:,} (step {c.step:,})")
 
@@ -217,6 +225,9 @@ class Trainer:
             c.stop_reason = "max_samples"
         elif s.epochs is not None and c.samples >= s.epochs * self.epoch_samples:
             c.stop_reason = "epochs"
+        elif self.deadline is not None and time.time() >= self.deadline:
+            c.stop_reason = "deadline"
+            note(self.report, f"stopped at sample {c.samples:,}: ${checks.ENV_DEADLINE} has passed", "warning")
         return c.stop_reason is not None
 
     def step(self) -> float | None:
@@ -381,6 +392,9 @@ def stop_detail(c: Counters, s: TrainSettings, total: int, task: Task) -> str:
     if c.stop_reason == "max_samples":
         unsolved = task.online and c.samples_to_solve is None
         return f"stopped at --max-samples {s.max_samples:,}" + (", not solved" if unsolved else "")
+    if c.stop_reason in ("time_limit", "deadline"):
+        when = f"--time-limit {s.time_limit_s:g} s" if c.stop_reason == "time_limit" else f"${checks.ENV_DEADLINE}"
+        return f"stopped at {when}, sample {c.samples:,} of {total:,} (run again with its checkpoint to go on)"
     return f"stopped: {c.stop_reason}"
 
 

@@ -1,0 +1,86 @@
+"""$TLSTM_BENCH_DEADLINE: a hard stop every training run and sweep meets with its records kept
+(benchmarks/device_run.sh sets it, so a device call given less time than its spec still brings
+back a record of every cell it started)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tlstm_bench import checks
+from tlstm_bench.cli import app
+from tlstm_bench.errors import UserError
+from tlstm_bench.training import train
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_deadline_is_read_as_a_unix_time(monkeypatch):
+    monkeypatch.delenv(checks.ENV_DEADLINE, raising=False)
+    assert checks.deadline() is None
+    monkeypatch.setenv(checks.ENV_DEADLINE, " ")
+    assert checks.deadline() is None
+    monkeypatch.setenv(checks.ENV_DEADLINE, "1800000000")
+    assert checks.deadline() == 1.8e9
+    for bad in ("soon", "-5", "0", "nan", "inf"):
+        monkeypatch.setenv(checks.ENV_DEADLINE, bad)
+        with pytest.raises(UserError, match=r"^\$TLSTM_BENCH_DEADLINE must be a UNIX time in seconds .*unset it"):
+            checks.deadline()
+
+
+def test_a_run_past_the_deadline_stops_and_keeps_its_record(monkeypatch, tmp_path):
+    monkeypatch.setenv(checks.ENV_DEADLINE, str(time.time() + 3))
+    record = train("2d", depth=1, preset="memorization-small", channels=4, max_samples=10**8, eval_every=150,
+                   checkpoint_dir=tmp_path / "ck")
+    assert record["status"] == "ok" and record["stop_reason"] == "deadline"
+    assert 0 < record["samples_seen"] < 10**8 and record["test_metric"] is not None
+    assert record["stop_detail"] == (f"stopped at $TLSTM_BENCH_DEADLINE, sample {record['samples_seen']:,} of "
+                                     "100,000,000 (run again with its checkpoint to go on)")
+    assert "time_limit_s" in record and record["time_limit_s"] is None  # not a setting: not in the identity
+    monkeypatch.setenv(checks.ENV_DEADLINE, str(time.time() + 1))  # a later deadline: the same run goes on
+    more = train("2d", depth=1, preset="memorization-small", channels=4, max_samples=10**8, eval_every=150,
+                 checkpoint_dir=tmp_path / "ck")
+    assert more["key"] == record["key"] and more["samples_seen"] >= record["samples_seen"]
+    assert more["stop_reason"] == "deadline"
+
+
+def test_a_malformed_deadline_is_one_line_before_any_work(monkeypatch, tmp_path):
+    monkeypatch.setenv(checks.ENV_DEADLINE, "tomorrow")
+    for args in (["train", "2d", "--preset", "memorization-small", "--depth", "1"],
+                 ["sweep", "quick", "--only", "kind=train"]):
+        result = CliRunner().invoke(app, [*args, "--results-dir", str(tmp_path)])
+        assert result.exit_code == 2, result.output
+        assert "TLSTM_BENCH_DEADLINE must be a UNIX time" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "store").exists()
+
+
+def test_device_run_with_less_time_than_the_spec_keeps_a_record_of_what_it_started(tmp_path):
+    """The spec asks for 200 s a cell; the call gives 60 s with a 35 s margin: the first cell stops
+    at the deadline with its record, the second is not started, and the archive holds the record."""
+    spec = tmp_path / "short.toml"
+    spec.write_text('task = "memorization"\nconfigs = ["2d", "3d-cn"]\ndepths = [1]\nchannels = 4\n'
+                    'timeout_s = 300\n[train]\nmax_samples = 100000000\ntime_limit_s = 200\n'
+                    'options = { symbols = 3, alphabet = 8 }\n')
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "OUT": str(tmp_path / "out"),
+           "TMPDIR": str(tmp_path), "DEADLINE_MARGIN_S": "35",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "benchmarks/device_run.sh", "short", "60", "0123abc", "--",
+                           "sweep", str(spec), "--jobs", "1"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr  # one cell has no record
+    with tarfile.open(tmp_path / "out" / "short.tar.gz") as archive:
+        archive.extractall(tmp_path / "unpacked", filter="data")
+    run = tmp_path / "unpacked"
+    records = [json.loads(p.read_text()) for p in (run / "store" / "short").glob("*.json")]
+    assert [(r["config"], r["status"], r["stop_reason"]) for r in records] == [("2d", "ok", "deadline")]
+    log = " ".join((run / "short.log").read_text().split())
+    assert "1 cell without a record" in log and "$TLSTM_BENCH_DEADLINE" in log and "1 cell has no record" in log
+    assert "exit status 1" in (run / "short-meta.txt").read_text()
