@@ -32,7 +32,7 @@ def mnist(**kw) -> dict:
 
 def runtime(config, depth, ms, **kw) -> dict:
     record = dict(kind="runtime", status="ok", task="runtime", config=config, depth=depth, ms_per_step=ms,
-                  implementation="fast", device="cuda", device_name="NVIDIA H100 80GB HBM3", channels=100,
+                  implementation="cuda-graph" if config != "slstm" else "fused", device="cuda", device_name="NVIDIA H100 80GB HBM3", channels=100,
                   budget=None, seq_len=100, dtype="float32")
     return {**record, **kw}
 
@@ -103,6 +103,9 @@ def flat(ratio_3d_cn=1.2, configs=TLSTMS, **kw):
     (flat(2.0) + [runtime("3d-cn", 10, 0.41, implementation="eager"),
                   runtime("3d-cn", 1, 0.40, implementation="eager")], NOT_REPRODUCED),
     (flat(1.2, configs=TLSTMS[:-1]), NOT_RUN),                   # one configuration not measured
+    # timed only with a per-op loop (launch-bound on a GPU: flat because slow everywhere): not counted
+    (flat(1.2, implementation="fast"), NOT_RUN),
+    (flat(1.2, configs=TLSTMS[:-1]) + flat(1.2, configs=TLSTMS[-1:], implementation="eager"), NOT_RUN),
     (flat(1.2, device="cpu"), NOT_RUN),                           # the paper's runtimes are GPU milliseconds
     ([r for r in flat(1.2) if r["depth"] == 1] + [runtime(c, 4, 0.05) for c in TLSTMS], NOT_RUN),  # L < 5
     # a device session times a variant that failed its check against the oracle anyway: it never counts
@@ -126,7 +129,25 @@ def test_faster_than_slstm_rule(slstm_ms, depth, status):
     got = row(records, "every tLSTM faster than sLSTM, L=5")
     assert got.status == status
     if status != NOT_RUN:
-        assert f"L={depth}" in got.best
+        assert f"L={depth}, M=100" in got.best
+    per_op = [runtime(c, depth, 0.1, implementation="fast") for c in TLSTMS] + [runtime("slstm", depth, slstm_ms)]
+    assert row(per_op, "every tLSTM faster than sLSTM, L=5").status == NOT_RUN
+
+
+def at_budget(config, depth, ms, **kw) -> dict:
+    """A runtime record at the 10M budget: M differs per configuration and depth, as in the paper."""
+    return runtime(config, depth, ms, budget="10M", channels=100 + 37 * depth + len(config), **kw)
+
+
+def test_the_runtime_claims_compare_records_of_one_parameter_budget_across_their_m():
+    records = [at_budget(c, d, 0.1 * (1.2 if d == 10 else 1)) for c in TLSTMS for d in (1, 10)]
+    records += [at_budget("slstm", d, 0.1 * d) for d in (1, 10)]
+    flat_row = row(records, "every tLSTM's runtime flat in L")
+    slstm_row = row(records, "every tLSTM faster than sLSTM, L=5")
+    assert (flat_row.status, slstm_row.status) == (REPRODUCED, REPRODUCED)
+    assert flat_row.best.endswith("(cuda-graph, 10M)") and slstm_row.best.endswith("x0.12 sLSTM, L=10, 10M")
+    by_m = [{**r, "budget": None} for r in records]  # the same records without their budget: by M
+    assert row(by_m, "every tLSTM's runtime flat in L").status == NOT_RUN  # no M has both depths
 
 
 def test_reads_every_store_and_records_folder_with_each_records_file(tmp_path):

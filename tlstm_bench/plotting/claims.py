@@ -35,7 +35,7 @@ from ..errors import UserError
 from ..results.frame import NUMERIC
 from ..results.schema import FIELDS, normalise
 from ..results.store import read_record
-from ..vocab import CONFIG_NAMES
+from ..vocab import CONFIG_NAMES, CUDA_IMPLEMENTATIONS
 from .paper import PAPER_TABLES
 
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run here"
@@ -218,12 +218,20 @@ def _metric(claim: Claim, frame: pd.DataFrame, best_of, text_of, reached) -> Cla
 
 
 # ---- runtime -------------------------------------------------------------------------------
-_MACHINE = ("device_name", "channels", "budget", "seq_len", "dtype")
+_MACHINE = ("device_name", "seq_len", "dtype")
+
+
+def _size(record: dict) -> str:
+    """What makes two runtime records the same size: their parameter budget where they were
+    built to one (each configuration and depth then has its own M: the paper's comparison, at a
+    fixed parameter number), else their M."""
+    budget = _value(record, "budget")
+    return str(budget) if budget else f"M={int(_value(record, 'channels'))}"
 
 
 def _gpu_times(frame: pd.DataFrame) -> dict:
-    """{(machine, size, T, dtype, batch, precision): {config: {implementation: {depth: record}}}} of
-    the GPU runtime records of the seven presets (the fastest record of each cell; a record without
+    """{(machine, T, dtype, size, batch, precision): {config: {implementation: {depth: record}}}} of
+    the GPU runtime records of the seven presets (size: :func:`_size`) (the fastest record of each cell; a record without
     a batch or precision timed batch 1 in ieee float32). A record that failed, or whose
     implementation failed its check against the oracle (``wrong``, ``valid`` false, ``check_ok``
     false: a device session times those anyway), never counts."""
@@ -233,7 +241,7 @@ def _gpu_times(frame: pd.DataFrame) -> dict:
         if _value(record, "ms_per_step") is None or not _trusted(record):
             continue
         batch, precision = _value(record, "batch"), _value(record, "precision")
-        key = tuple(str(record.get(k)) for k in _MACHINE) + (int(batch or 1), precision or "ieee")
+        key = tuple(str(record.get(k)) for k in _MACHINE) + (_size(record), int(batch or 1), precision or "ieee")
         cell = groups.setdefault(key, {}).setdefault(record["config"], {}).setdefault(record["implementation"], {})
         depth = int(record["depth"])
         if depth not in cell or record["ms_per_step"] < cell[depth]["ms_per_step"]:
@@ -248,6 +256,15 @@ def _trusted(record: dict) -> bool:
 
     return ((_value(record, "status") or "ok") == "ok" and flag("wrong") is not True
             and flag("valid") is not False and flag("check_ok") is not False)
+
+
+def _on_the_gpu(by_impl: dict) -> bool:
+    """Whether a tLSTM was timed with a GPU implementation (``cuda-graph``, ``triton``,
+    ``triton-graph``) and not only with a per-op loop (``fast``, ``eager``: a kernel launch per
+    op, so ~0.4 ms a step at any L and any size on a GPU). Where it was not, its group does not
+    count for the runtime claims: the loop's time is the launches', flat in L because it is slow
+    everywhere, and says nothing of the model (the first H100 run timed the 10M models so)."""
+    return any(impl in CUDA_IMPLEMENTATIONS for impl in by_impl)
 
 
 def _flat_ratio(by_impl: dict) -> tuple[float, dict] | None:
@@ -266,7 +283,8 @@ def _flat_ratio(by_impl: dict) -> tuple[float, dict] | None:
 def _runtime_flat(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
     outcomes = []  # per group: {config: (ratio, record)} of the tLSTMs measured there
     for configs in _gpu_times(frame).values():
-        ratios = {c: r for c in TLSTMS if c in configs and (r := _flat_ratio(configs[c])) is not None}
+        ratios = {c: r for c in TLSTMS
+                  if c in configs and _on_the_gpu(configs[c]) and (r := _flat_ratio(configs[c])) is not None}
         if ratios:
             outcomes.append(ratios)
     if not outcomes:
@@ -274,7 +292,7 @@ def _runtime_flat(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
     best = min(outcomes, key=lambda o: (-len(o), max(r for r, _ in o.values())))
     worst = max(best, key=lambda c: best[c][0])
     ratio, record = best[worst]
-    text = f"{worst} x{ratio:.2f} at L={int(record['depth'])} ({record['implementation']})"
+    text = f"{worst} x{ratio:.2f} at L={int(record['depth'])} ({record['implementation']}, {_size(record)})"
     if len(best) < len(TLSTMS):
         return ClaimRow(claim, NOT_RUN, f"{len(best)} of {len(TLSTMS)} measured; {text}", record)
     return ClaimRow(claim, REPRODUCED if ratio <= WITHIN else NOT_REPRODUCED, text, record)
@@ -288,7 +306,7 @@ def _fastest(by_impl: dict, depth: int) -> dict | None:
 def _runtime_vs_slstm(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
     candidates = []  # (slowest tLSTM / sLSTM, depth, the slowest tLSTM's record)
     for configs in _gpu_times(frame).values():
-        if "slstm" not in configs or not all(c in configs for c in TLSTMS):
+        if "slstm" not in configs or not all(c in configs and _on_the_gpu(configs[c]) for c in TLSTMS):
             continue
         for depth in sorted({d for by in configs["slstm"].values() for d in by if d >= PAPER_MIN_DEPTH}):
             fastest = {c: _fastest(configs[c], depth) for c in ("slstm", *TLSTMS)}
@@ -299,7 +317,7 @@ def _runtime_vs_slstm(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
     if not candidates:
         return ClaimRow(claim, NOT_RUN, "no GPU records")
     ratio, depth, record = min(candidates, key=lambda c: c[0])
-    text = f"slowest {record['config']} x{ratio:.2f} sLSTM, L={depth}"
+    text = f"slowest {record['config']} x{ratio:.2f} sLSTM, L={depth}, {_size(record)}"
     return ClaimRow(claim, REPRODUCED if ratio < 1 else NOT_REPRODUCED, text, record)
 
 
