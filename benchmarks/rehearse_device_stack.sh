@@ -65,9 +65,10 @@ step interpreter " passed" env TRITON_INTERPRET=1 python3 -m pytest -q -p no:cac
 step issue-27 "done: " env OUT="$logs/out27" GPU_SESSION_DEVICE=cpu GPU_SESSION_SPEC=benchmarks/gpu-runtime-tiny.toml \
     GPU_SESSION_RESULTS="$logs/results27" bash benchmarks/gpu_runtime_session.sh rehearsal 300
 step issue-28 "^MET: every timed triton variant right against float64 eager: [1-9]" env TRITON_INTERPRET=1 \
-    python3 benchmarks/triton_session.py --out "$logs/session28" --device cpu --groups train,m100 --rounds 3
-# cut by its hard stop on purpose (exit 124): what is checked is that the cut run is packed
-# the cells it starts stop at TLSTM_BENCH_DEADLINE (30 s before the hard stop) with their records
+    python3 benchmarks/triton_session.py --out "$logs/session28" --device cpu --groups train,m100 --rounds 3 \
+    --archive "$logs/out28/triton-session.tar.gz"
+# a 60 s hard stop on purpose: the cells it starts stop at TLSTM_BENCH_DEADLINE (30 s before it)
+# with their records, the rest are not started (exit 1), and the archive is packed
 step issue-29 "([1-9][0-9]* ok, 0 failed); wall time" bash -c "OUT='$logs/out29' bash benchmarks/device_run.sh \
     memorization-init 60 rehearsal -- sweep memorization-init --device cpu --jobs 2; true"
 if [[ $compile == 1 ]]; then

@@ -50,8 +50,8 @@ what lets ``train`` pick triton by itself: ``benchmarks/tuning_table.py`` merges
 ``tlstm_bench/models/triton_tlstm/tuning.json``), ``targets.txt`` and ``stdout.txt``. The
 records are written as they are made, so a run cut by the outer ``timeout`` keeps them.
 
-    D=/tmp/tsession; PYTHONPATH=. timeout -k 5 330 python3 benchmarks/triton_session.py \
-        --out $D --budget-s 300; tar czf $OUT/triton-session.tar.gz -C /tmp tsession
+    PYTHONPATH=. timeout -k 5 330 python3 benchmarks/triton_session.py --out /tmp/tsession \
+        --budget-s 300 --archive $OUT/triton-session.tar.gz
 
 (``--device cpu`` with TRITON_INTERPRET=1: the same flow at toy sizes, to test the script.)
 
@@ -65,9 +65,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -486,8 +488,8 @@ def base_record(v: Variant, model, device: str) -> dict:
 class Session:
     """The budget, the output folder and the records made so far."""
 
-    def __init__(self, out: Path, budget_s: float, device: str):
-        self.out, self.device = out, device
+    def __init__(self, out: Path, budget_s: float, device: str, archive: Path | None = None):
+        self.out, self.device, self.archive = out, device, archive
         self.start = time.monotonic()
         self.end = self.start + budget_s
         self.done: list[Variant] = []
@@ -502,6 +504,18 @@ class Session:
 
     def left(self) -> float:
         return self.end - time.monotonic()
+
+    def pack(self) -> None:
+        """Refresh ``--archive`` (the one file that comes back) with everything under ``out``: a
+        temporary file renamed over it, so a call cut at any moment returns the last whole one."""
+        if self.archive is None:
+            return
+        self.log.flush()
+        self.archive.parent.mkdir(parents=True, exist_ok=True)
+        part = self.archive.with_name(self.archive.name + ".part")
+        with tarfile.open(part, "w:gz") as tar:
+            tar.add(self.out, arcname=self.out.name)
+        os.replace(part, self.archive)
 
     def store(self, v: Variant) -> None:
         """Write the variant's record now (a cut run keeps what it made)."""
@@ -812,7 +826,9 @@ def rejudge(run: Path) -> list[str]:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, help="a folder outside $OUT; tar it into $OUT afterwards (required)")
+    ap.add_argument("--out", type=Path, help="a folder outside $OUT for the records and files (required)")
+    ap.add_argument("--archive", type=Path, help="pack --out into this .tar.gz after every group and at the end "
+                                                 "(in $OUT: a cut call still returns the groups done)")
     ap.add_argument("--budget-s", type=float, default=300.0, help="stop starting work after this many seconds")
     ap.add_argument("--groups", default="train,m100,10m", help="which groups, in this order")
     ap.add_argument("--rounds", type=int, default=30, help="at most this many timed rounds per group")
@@ -839,6 +855,8 @@ def main() -> int:
         return 0
     if args.out is None:
         ap.error("--out is required")
+    if args.archive is not None and args.archive.resolve().is_relative_to(args.out.resolve()):
+        ap.error("--archive must be outside --out (it packs --out)")
     try:
         triton = require_triton("benchmarks/triton_session.py", instead="")
     except UserError as exc:
@@ -852,7 +870,7 @@ def main() -> int:
 
     from tlstm_bench.models import triton_tlstm
 
-    s = Session(args.out, args.budget_s, args.device)
+    s = Session(args.out, args.budget_s, args.device, args.archive)
     prov = dict(device=torch.cuda.get_device_name() if args.device == "cuda" else "cpu (interpreter dry run)",
                 triton=triton.__version__, torch=torch.__version__)
     s.say(json.dumps(dict(prov, budget_s=args.budget_s, cooperative=triton_tlstm.cooperative_launch_supported(),
@@ -860,6 +878,7 @@ def main() -> int:
                           else None)))
     if args.recheck:
         recheck(s, args.recheck, args.precompile_jobs)
+        s.pack()
     else:
         run_groups(s, [g for g in args.groups.split(",") if g], args, prov)
     return 0
@@ -874,6 +893,7 @@ def run_groups(s: Session, groups: list[str], args, prov: dict) -> None:
         live = warm_up(s, [v for v in variants if v.group == group])
         time_rounds(s, live, max(s.left(), 0) / (len(groups) - i), args.rounds)
         s.say(f"group {group} done at {time.monotonic() - s.start:.0f} s")
+        s.pack()
     (s.out / "table.json").write_text(json.dumps({"entries": table_rows(s.done, prov)}, indent=1) + "\n")
     for v in s.done:
         r = v.rec
@@ -885,6 +905,7 @@ def run_groups(s: Session, groups: list[str], args, prov: dict) -> None:
     for line in lines:
         s.say(line)
     s.say(f"{len(s.done)} records in {s.out / 'store'}; {time.monotonic() - s.start:.0f} s")
+    s.pack()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 
 import pytest
 
@@ -616,11 +617,13 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
 
     root = os.path.join(os.path.dirname(__file__), "..")
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=root)
+    out = tmp_path / "tsession"
     done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "triton_session.py"), "--device", "cpu",
-                           "--out", str(tmp_path), "--budget-s", "3000", "--rounds", "3", "--groups", "train,m100"],
+                           "--out", str(out), "--budget-s", "3000",
+                           "--archive", str(tmp_path / "ts.tar.gz"), "--rounds", "3", "--groups", "train,m100"],
                           capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
-    records = [json.loads(p.read_text()) for p in (tmp_path / "store" / "triton-session").glob("*.json")]
+    records = [json.loads(p.read_text()) for p in (out / "store" / "triton-session").glob("*.json")]
     assert len(records) == 5 and all(record_problem(r) is None for r in records)
     by = {(r["session_group"], r["variant"]): r for r in records}
     graph = by[("m100", "triton-graph:auto:ieee")]  # needs CUDA: its failure is its record, in one line
@@ -632,7 +635,7 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
     assert fold["batch"] == 3 and fold["samples_per_s"] > 0 and fold["repeats"] >= 3
     assert fold["profile"]["events"] > 0 and fold["profile"]["top_us_per_step"]  # where its time went
     assert by[("m100", "triton:auto:ieee")]["check_max_rel"] < 2e-5
-    rows = json.loads((tmp_path / "table.json").read_text())["entries"]
+    rows = json.loads((out / "table.json").read_text())["entries"]
     assert {(r["batch"], r["precision"]) for r in rows} == {(1, "ieee"), (3, "tf32x3")}
     assert {(r["config"], r["norm"], r["memory_conv"]) for r in rows} == {("2d", "none", True), ("3d-cn", "cn", True)}
     from benchmarks import tuning_table
@@ -641,7 +644,12 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
         tuning_table.check_rows(rows, "table.json")
     tuning_table.check_rows([dict(r, device="a GPU") for r in rows], "table.json")  # the rest of what shipping checks
     assert [r for r in rows if r["batch"] == 3][0]["fast_us_per_step"] > 0
-    targets = (tmp_path / "targets.txt").read_text()
+    targets = (out / "targets.txt").read_text()
+    with tarfile.open(tmp_path / "ts.tar.gz") as archive:  # the one file that comes back, whole
+        names = set(archive.getnames())
+    assert {"tsession/targets.txt", "tsession/table.json", "tsession/stdout.txt"} <= names
+    assert sum(n.startswith("tsession/store/triton-session/") for n in names) == len(records)
+    assert not (tmp_path / "ts.tar.gz.part").exists()
     assert "MET: every timed triton variant right against float64 eager: 2 of 2 checked right" in targets
     assert "UNMEASURED: 3d-cn L=10 <= 20 us" in targets
     assert "PROFILE: train 3d-cn L=2 triton:fold/step:tf32x3: kernels " in targets
