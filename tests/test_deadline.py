@@ -36,6 +36,41 @@ def test_the_deadline_is_read_as_a_unix_time(monkeypatch):
             checks.deadline()
 
 
+def test_a_length_of_time_in_seconds_minutes_or_hours():
+    assert [checks.duration(t, "--stop-after") for t in ("90", "90s", "45m", "1.5h", " 2H ")] == [90, 90, 2700, 5400, 7200]
+    for bad in ("", "soon", "-5m", "0s", "5d", "nanh"):
+        with pytest.raises(UserError, match="^--stop-after must be a length of time such as 90s, 45m or 2h"):
+            checks.duration(bad, "--stop-after")
+
+
+def test_the_sooner_of_stop_after_and_the_environment_s_deadline_goes_to_the_cells(monkeypatch):
+    from tlstm_bench.sweeps.plan import deadline_env
+
+    monkeypatch.delenv(checks.ENV_DEADLINE, raising=False)
+    assert deadline_env(None) == {}
+    soon = float(deadline_env(60)[checks.ENV_DEADLINE])
+    assert abs(soon - (time.time() + 60)) < 5
+    monkeypatch.setenv(checks.ENV_DEADLINE, str(time.time() + 10))
+    assert float(deadline_env(3600)[checks.ENV_DEADLINE]) < time.time() + 15
+    assert float(deadline_env(5)[checks.ENV_DEADLINE]) < time.time() + 8
+
+
+def test_sweep_stop_after_stops_training_with_its_record_and_starts_no_cell_after(tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text('task = "memorization"\nconfigs = ["2d", "3d-cn"]\ndepths = [1]\nchannels = 4\n'
+                    'timeout_s = 300\n[train]\nmax_samples = 100000000\ntime_limit_s = 200\n'
+                    'options = { symbols = 3, alphabet = 8 }\n')
+    args = ["sweep", str(spec), "--results-dir", str(tmp_path / "r")]
+    bad = CliRunner().invoke(app, [*args, "--stop-after", "soon"])
+    assert bad.exit_code == 2 and "--stop-after must be a length of time" in bad.output
+    result = CliRunner().invoke(app, [*args, "--stop-after", "8s"], env={"COLUMNS": "80"})
+    assert result.exit_code == 1, result.output  # one cell was not started: no record
+    assert "training cells stop there with their records" in result.output
+    records = [json.loads(p.read_text()) for p in (tmp_path / "r" / "store" / "s").glob("*.json")]
+    assert [(r["config"], r["stop_reason"]) for r in records] == [("2d", "deadline")]
+    assert checks.ENV_DEADLINE not in os.environ  # set for the cells, not in this process
+
+
 def test_a_run_past_the_deadline_stops_and_keeps_its_record(monkeypatch, tmp_path):
     monkeypatch.setenv(checks.ENV_DEADLINE, str(time.time() + 3))
     record = train("2d", depth=1, preset="memorization-small", channels=4, max_samples=10**8, eval_every=150,
@@ -82,5 +117,6 @@ def test_device_run_with_less_time_than_the_spec_keeps_a_record_of_what_it_start
     records = [json.loads(p.read_text()) for p in (run / "store" / "short").glob("*.json")]
     assert [(r["config"], r["status"], r["stop_reason"]) for r in records] == [("2d", "ok", "deadline")]
     log = " ".join((run / "short.log").read_text().split())
-    assert "1 cell without a record" in log and "$TLSTM_BENCH_DEADLINE" in log and "1 cell has no record" in log
+    assert "1 cell without a record" in log and "the deadline ($TLSTM_BENCH_DEADLINE) has passed" in log
+    assert "1 cell has no record" in log
     assert "exit status 1" in (run / "short-meta.txt").read_text()

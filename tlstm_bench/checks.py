@@ -8,7 +8,7 @@
 * :func:`path_length`: a path the file system can take (no name in it, and not the whole,
   longer than it allows), for every path option;
 * :func:`deadline`: ``$TLSTM_BENCH_DEADLINE``, the wall-clock time by which every run must have
-  stopped and kept its record.
+  stopped and kept its record; :func:`duration`: a length of time (``90s``, ``45m``, ``2h``).
 
 Each raises :class:`~tlstm_bench.errors.UserError` with one line that names the option and
 says what is allowed. Nothing here imports torch, and nothing here writes anything.
@@ -62,14 +62,15 @@ def number(value, what: str) -> float:
     return float(value)
 
 
-def deadline() -> float | None:
-    """``$TLSTM_BENCH_DEADLINE`` as a UNIX time (seconds), or None where it is unset or empty.
+def deadline(environ: "dict | None" = None) -> float | None:
+    """``$TLSTM_BENCH_DEADLINE`` (of ``environ``, else this process's environment) as a UNIX time
+    in seconds, or None where it is unset or empty.
 
     Set by whoever has a hard stop to meet (``benchmarks/device_run.sh``: a device call's time
     limit less what the final evaluation and the packing need): a training run stops there as
     at its time limit, is evaluated and keeps its record (``stop_reason = "deadline"``), and a
     sweep starts no cell after it. Not a setting: it is not part of a run's or a cell's identity."""
-    text = os.environ.get(ENV_DEADLINE, "").strip()
+    text = (os.environ if environ is None else environ).get(ENV_DEADLINE, "").strip()
     if not text:
         return None
     try:
@@ -80,6 +81,23 @@ def deadline() -> float | None:
         raise UserError(f"${ENV_DEADLINE} must be a UNIX time in seconds (as `date +%s` prints), got {text!r}; "
                         "unset it to run without one")
     return value
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def duration(text: str, what: str) -> float:
+    """``90``, ``90s``, ``45m``, ``1.5h`` as seconds (above 0), else a one-line error."""
+    value = str(text).strip().lower()
+    scale = _UNITS.get(value[-1:], None)
+    number_text = value[:-1] if scale is not None else value
+    try:
+        seconds = float(number_text) * (scale or 1)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise UserError(f"{what} must be a length of time such as 90s, 45m or 2h, got {text!r}")
+    return seconds
 
 
 def knobs_once(config, what: str = "config") -> None:

@@ -36,6 +36,9 @@ def sweep(
     device: Annotated[Optional[str], typer.Option(help=f"Override the spec's device ({DEVICES}).")] = None,
     data_dir: Annotated[Optional[Path], typer.Option(help="Data files of enwik8 and MNIST (sets "
                                                           "$TLSTM_BENCH_DATA for the cells).")] = None,
+    stop_after: Annotated[Optional[str], typer.Option(
+        metavar="TIME", help="End by this long from now (90s, 45m, 2h): training cells stop there and keep "
+                             "their records, no cell starts after it (sets $TLSTM_BENCH_DEADLINE).")] = None,
     partition: Annotated[Optional[str], typer.Option(help="SLURM partition.", rich_help_panel="SLURM")] = None,
     gpus_per_job: Annotated[int, typer.Option(help="GPUs per SLURM job.", rich_help_panel="SLURM")] = 0,
     cpus_per_job: Annotated[Optional[int], typer.Option(help="CPUs per SLURM job.", rich_help_panel="SLURM")] = None,
@@ -52,9 +55,11 @@ def sweep(
     another live sweep runs are waited for. The exit code is 0 only when every cell has a
     record: 1 if any cell failed or has none, 2 for bad input, 130 if interrupted.
     """
+    from .. import checks
     from ..sweeps.plan import check_data_here, cluster_machine, data_dir_env, plan_sweep, run_sweep, summary_line
     from ..sweeps.slurm import SlurmOptions
 
+    stop_after_s = checks.duration(stop_after, "--stop-after") if stop_after is not None else None
     folder = workspace(results_dir)
     root = folder.store
     if not dry_run:  # before any work: a store that cannot be written would lose every result
@@ -71,7 +76,7 @@ def sweep(
     with Renderer(console) as report:
         summary = run_sweep(spec, root=root, jobs=jobs, executor=executor, only=only or (),
                             retry_failed=retry_failed, device=device, slurm=slurm, cell_fn=cell_fn, progress=report,
-                            data_dir=data_dir)
+                            data_dir=data_dir, stop_after_s=stop_after_s)
     table = summary_table(summary)
     if table is not None:
         draw_table(console, table)

@@ -10,6 +10,7 @@ processes hold; it lives here, above both executors, because slurm.py builds on 
 from __future__ import annotations
 
 import functools
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -240,6 +241,17 @@ def data_dir_env(data_dir: "str | Path | None") -> dict:
     return {"TLSTM_BENCH_DATA": str(path.resolve())}
 
 
+def deadline_env(stop_after_s: float | None) -> dict:
+    """The environment the cells get for a deadline ``stop_after_s`` seconds from now:
+    ``TLSTM_BENCH_DEADLINE``, unless this process's own is sooner (a malformed one is a one-line
+    error here, before any cell runs)."""
+    given = checks.deadline()
+    if stop_after_s is None:
+        return {}
+    ours = time.time() + stop_after_s
+    return {checks.ENV_DEADLINE: f"{min(ours, given) if given is not None else ours:.0f}"}
+
+
 def check_data_here(plan: Plan, data_dir: "str | Path | None", *, retry_failed: bool = False) -> None:
     """A one-line error, before any cell runs (and in ``--dry-run``), when enwik8 training cells
     are to run and this machine's data folder (``data_dir``, else ``$TLSTM_BENCH_DATA``) holds no
@@ -258,14 +270,16 @@ def check_data_here(plan: Plan, data_dir: "str | Path | None", *, retry_failed: 
 def run_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", jobs: int = 1, executor: str = "local",
               only=(), retry_failed: bool = False, device: str | None = None, slurm: SlurmOptions | None = None,
               cell_fn: str = DEFAULT_CELL_FN, progress: Progress = None, code: str | None = None,
-              data_dir: "str | Path | None" = None) -> Summary:
+              data_dir: "str | Path | None" = None, stop_after_s: float | None = None) -> Summary:
     """Plan and run a sweep; returns the summary (``summary.exit_code`` is what the CLI exits with).
 
     ``data_dir``: where the cells find enwik8 and MNIST (``TLSTM_BENCH_DATA`` in each cell's
-    environment). ``progress``: a reporter of :mod:`tlstm_bench.events`; silent by default.
+    environment). ``stop_after_s``: a deadline this many seconds from now (or
+    ``$TLSTM_BENCH_DEADLINE``, whichever is sooner): training cells stop there with their
+    records, and no cell starts after it. ``progress``: a reporter of :mod:`tlstm_bench.events`;
+    silent by default.
     """
-    env = data_dir_env(data_dir)
-    checks.deadline()  # a malformed $TLSTM_BENCH_DEADLINE: one line before any cell runs
+    env = {**data_dir_env(data_dir), **deadline_env(stop_after_s)}
     machine = cluster_machine(executor, slurm)
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1, got {jobs}")
@@ -278,6 +292,10 @@ def run_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", jobs: int =
         check_data_here(plan, data_dir, retry_failed=retry_failed)
     if plan.left_out:
         note(reporter(progress), left_out_text(plan.left_out), "warning")
+    deadline = checks.deadline({**os.environ, **env})
+    if deadline is not None:
+        note(reporter(progress), f"deadline {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(deadline))}: "
+                                 "training cells stop there with their records, and no cell starts after it")
     return run_cells(plan.cells, root, jobs=jobs, executor=executor, cell_fn=cell_fn, retry_failed=retry_failed,
                      slurm=slurm, progress=progress, extra_env=env)
 

@@ -239,8 +239,9 @@ def run_cell(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, 
             return done
         if stop is not None and stop.refused is not None:
             return Outcome(cell, "stopped", f"not started: {stop.refused}")
-        if (deadline := checks.deadline()) is not None and time.time() >= deadline:
-            return Outcome(cell, "stopped", f"not started: ${checks.ENV_DEADLINE} has passed")
+        if (deadline := checks.deadline({**os.environ, **(extra_env or {})})) is not None and time.time() >= deadline:
+            return Outcome(cell, "stopped", f"not started: the deadline (${checks.ENV_DEADLINE}) has passed; "
+                                            "the same command without it runs the cell")
         claim = locks.claim(root, cell.sweep, cell.id, timeout_s=cell.timeout_s)
         if claim is None:
             return Outcome(cell, "taken")
