@@ -225,16 +225,16 @@ def _size(record: dict) -> str:
     """What makes two runtime records the same size: their parameter budget where they were
     built to one (each configuration and depth then has its own M: the paper's comparison, at a
     fixed parameter number), else their M."""
-    budget = _value(record, "budget")
-    return str(budget) if budget else f"M={int(_value(record, 'channels'))}"
+    budget, channels = _value(record, "budget"), _value(record, "channels")
+    return str(budget) if budget else f"M={int(channels)}" if channels is not None else "M=?"
 
 
 def _gpu_times(frame: pd.DataFrame) -> dict:
     """{(machine, T, dtype, size, batch, precision): {config: {implementation: {depth: record}}}} of
-    the GPU runtime records of the seven presets (size: :func:`_size`) (the fastest record of each cell; a record without
-    a batch or precision timed batch 1 in ieee float32). A record that failed, or whose
-    implementation failed its check against the oracle (``wrong``, ``valid`` false, ``check_ok``
-    false: a device session times those anyway), never counts."""
+    the GPU runtime records of the seven presets (size: :func:`_size`; the fastest record of each
+    cell; a record without a batch or precision timed batch 1 in ieee float32). A record that
+    failed, or whose implementation failed its check against the oracle (``wrong``, ``valid``
+    false, ``check_ok`` false: a device session times those anyway), never counts."""
     rows = frame[(frame["kind"] == "runtime") & (frame["device"] == "cuda") & frame["config"].isin(CONFIG_NAMES)]
     groups: dict = {}
     for record in rows.to_dict("records"):
