@@ -71,20 +71,36 @@ def test_sweep_stop_after_stops_training_with_its_record_and_starts_no_cell_afte
     assert checks.ENV_DEADLINE not in os.environ  # set for the cells, not in this process
 
 
+class Clock:
+    """time.time() for the training loop: ``before`` for the first ``calls`` reads (one a step),
+    then ``after``; the rest of the time module as it is."""
+
+    def __init__(self, calls: int, before: float, after: float):
+        self.calls, self.before, self.after = calls, before, after
+        self.monotonic = time.monotonic
+
+    def time(self) -> float:
+        self.calls -= 1
+        return self.before if self.calls >= 0 else self.after
+
+
 def test_a_run_past_the_deadline_stops_and_keeps_its_record(monkeypatch, tmp_path):
-    monkeypatch.setenv(checks.ENV_DEADLINE, str(time.time() + 3))
-    record = train("2d", depth=1, preset="memorization-small", channels=4, max_samples=10**8, eval_every=150,
-                   checkpoint_dir=tmp_path / "ck")
+    from tlstm_bench.training import loop
+
+    run = dict(depth=1, preset="memorization-small", channels=4, max_samples=10**8, eval_every=150,
+               checkpoint_dir=tmp_path / "ck")
+    monkeypatch.setenv(checks.ENV_DEADLINE, "1000")
+    monkeypatch.setattr(loop, "time", Clock(20, 999.0, 1001.0))  # the deadline passes after 20 steps
+    record = train("2d", **run)
     assert record["status"] == "ok" and record["stop_reason"] == "deadline"
-    assert 0 < record["samples_seen"] < 10**8 and record["test_metric"] is not None
+    assert record["samples_seen"] == 20 * record["batch_size"] and record["test_metric"] is not None
     assert record["stop_detail"] == (f"stopped at $TLSTM_BENCH_DEADLINE, sample {record['samples_seen']:,} of "
                                      "100,000,000 (run again with its checkpoint to go on)")
     assert "time_limit_s" in record and record["time_limit_s"] is None  # not a setting: not in the identity
-    monkeypatch.setenv(checks.ENV_DEADLINE, str(time.time() + 1))  # a later deadline: the same run goes on
-    more = train("2d", depth=1, preset="memorization-small", channels=4, max_samples=10**8, eval_every=150,
-                 checkpoint_dir=tmp_path / "ck")
-    assert more["key"] == record["key"] and more["samples_seen"] >= record["samples_seen"]
-    assert more["stop_reason"] == "deadline"
+    monkeypatch.setattr(loop, "time", Clock(10, 999.0, 1001.0))  # a later deadline: the same run goes on
+    more = train("2d", **run)
+    assert more["key"] == record["key"] and more["stop_reason"] == "deadline"
+    assert more["samples_seen"] == 30 * record["batch_size"] and more["resumed_at"] == [record["samples_seen"]]
 
 
 def test_a_malformed_deadline_is_one_line_before_any_work(monkeypatch, tmp_path):
@@ -98,16 +114,16 @@ def test_a_malformed_deadline_is_one_line_before_any_work(monkeypatch, tmp_path)
 
 
 def test_device_run_with_less_time_than_the_spec_keeps_a_record_of_what_it_started(tmp_path):
-    """The spec asks for 200 s a cell; the call gives 60 s with a 35 s margin: the first cell stops
+    """The spec asks for 200 s a cell; the call gives 80 s with a 40 s margin: the first cell stops
     at the deadline with its record, the second is not started, and the archive holds the record."""
     spec = tmp_path / "short.toml"
     spec.write_text('task = "memorization"\nconfigs = ["2d", "3d-cn"]\ndepths = [1]\nchannels = 4\n'
                     'timeout_s = 300\n[train]\nmax_samples = 100000000\ntime_limit_s = 200\n'
                     'options = { symbols = 3, alphabet = 8 }\n')
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "OUT": str(tmp_path / "out"),
-           "TMPDIR": str(tmp_path), "DEADLINE_MARGIN_S": "35",
+           "TMPDIR": str(tmp_path), "DEADLINE_MARGIN_S": "40",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", "benchmarks/device_run.sh", "short", "60", "0123abc", "--",
+    done = subprocess.run(["bash", "benchmarks/device_run.sh", "short", "80", "0123abc", "--",
                            "sweep", str(spec), "--jobs", "1"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr  # one cell has no record

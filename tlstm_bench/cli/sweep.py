@@ -36,9 +36,8 @@ def sweep(
     device: Annotated[Optional[str], typer.Option(help=f"Override the spec's device ({DEVICES}).")] = None,
     data_dir: Annotated[Optional[Path], typer.Option(help="Data files of enwik8 and MNIST (sets "
                                                           "$TLSTM_BENCH_DATA for the cells).")] = None,
-    stop_after: Annotated[Optional[str], typer.Option(
-        metavar="TIME", help="End by this long from now (90s, 45m, 2h): training cells stop there and keep "
-                             "their records, no cell starts after it (sets $TLSTM_BENCH_DEADLINE).")] = None,
+    stop_after: Annotated[Optional[str], typer.Option(metavar="TIME", help="End by this long from now (90s, 45m, 2h): "
+        "training cells stop there and keep their records, no cell starts after it (sets $TLSTM_BENCH_DEADLINE).")] = None,
     partition: Annotated[Optional[str], typer.Option(help="SLURM partition.", rich_help_panel="SLURM")] = None,
     gpus_per_job: Annotated[int, typer.Option(help="GPUs per SLURM job.", rich_help_panel="SLURM")] = 0,
     cpus_per_job: Annotated[Optional[int], typer.Option(help="CPUs per SLURM job.", rich_help_panel="SLURM")] = None,
@@ -55,11 +54,11 @@ def sweep(
     another live sweep runs are waited for. The exit code is 0 only when every cell has a
     record: 1 if any cell failed or has none, 2 for bad input, 130 if interrupted.
     """
-    from .. import checks
-    from ..sweeps.plan import check_data_here, cluster_machine, data_dir_env, plan_sweep, run_sweep, summary_line
+    from ..checks import duration
+    from ..sweeps.plan import run_sweep, summary_line
     from ..sweeps.slurm import SlurmOptions
 
-    stop_after_s = checks.duration(stop_after, "--stop-after") if stop_after is not None else None
+    stop_after_s = duration(stop_after, "--stop-after") if stop_after is not None else None
     folder = workspace(results_dir)
     root = folder.store
     if not dry_run:  # before any work: a store that cannot be written would lose every result
@@ -67,11 +66,8 @@ def sweep(
     slurm = SlurmOptions(partition=partition, gpus_per_job=gpus_per_job, time_limit_min=time_limit,
                          array_parallelism=array_parallelism, cpus_per_job=cpus_per_job, cluster=submitit_cluster)
     if dry_run:
-        data_dir_env(data_dir)  # checked, though no cell runs
-        plan = plan_sweep(spec, root=root, only=only or (), device=device, machine=cluster_machine(executor, slurm))
-        if executor == "local":  # the cells would find no data here: say so now, not as FAILED records
-            check_data_here(plan, data_dir, retry_failed=retry_failed)
-        draw_table(console, plan_table(plan, retry_failed=retry_failed))
+        print_plan(spec, root, only=only or (), device=device, executor=executor, slurm=slurm, data_dir=data_dir,
+                   retry_failed=retry_failed)
         return
     with Renderer(console) as report:
         summary = run_sweep(spec, root=root, jobs=jobs, executor=executor, only=only or (),
@@ -84,6 +80,18 @@ def sweep(
     console.print(f"records in {Path(root) / summary.sweep}", highlight=False)
     if summary.exit_code:
         raise typer.Exit(summary.exit_code)
+
+
+def print_plan(spec, root: Path, *, only, device, executor: str, slurm, data_dir, retry_failed: bool) -> None:
+    """``--dry-run``: the plan's table, after the checks a run would make first (the data folder,
+    the data the cells need here)."""
+    from ..sweeps.plan import check_data_here, cluster_machine, data_dir_env, plan_sweep
+
+    data_dir_env(data_dir)  # checked, though no cell runs
+    plan = plan_sweep(spec, root=root, only=only, device=device, machine=cluster_machine(executor, slurm))
+    if executor == "local":  # the cells would find no data here: say so now, not as FAILED records
+        check_data_here(plan, data_dir, retry_failed=retry_failed)
+    draw_table(console, plan_table(plan, retry_failed=retry_failed))
 
 
 def plan_table(plan, *, retry_failed: bool = False) -> TableView:
