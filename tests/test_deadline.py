@@ -66,9 +66,19 @@ def test_sweep_stop_after_stops_training_with_its_record_and_starts_no_cell_afte
     result = CliRunner().invoke(app, [*args, "--stop-after", "8s"], env={"COLUMNS": "80"})
     assert result.exit_code == 1, result.output  # one cell was not started: no record
     assert "training cells stop there with their records" in result.output
-    records = [json.loads(p.read_text()) for p in (tmp_path / "r" / "store" / "s").glob("*.json")]
-    assert [(r["config"], r["stop_reason"]) for r in records] == [("2d", "deadline")]
+    store = tmp_path / "r" / "store" / "s"
+    (first,) = [json.loads(p.read_text()) for p in store.glob("*.json")]
+    assert (first["config"], first["stop_reason"]) == ("2d", "deadline")
     assert checks.ENV_DEADLINE not in os.environ  # set for the cells, not in this process
+    # cut, not done: kept with its checkpoint, and the next run goes on from it, replacing the record
+    assert (store / ".checkpoints" / first["id"]).is_dir()
+    plan = CliRunner().invoke(app, [*args, "--dry-run"], env={"COLUMNS": "80"})
+    assert "0 done" in plan.output and "2 to run (1 cut by a deadline" in " ".join(plan.output.split())
+    again = CliRunner().invoke(app, [*args, "--stop-after", "8s"], env={"COLUMNS": "80"})
+    assert again.exit_code == 1, again.output
+    (second,) = [json.loads(p.read_text()) for p in store.glob("*.json")]
+    assert second["id"] == first["id"] and second["resumed_at"] == [first["samples_seen"]]
+    assert second["samples_seen"] >= first["samples_seen"] and second["stop_reason"] == "deadline"
 
 
 class Clock:

@@ -16,7 +16,7 @@ from .app import ResultsDir, app, console, handles_user_errors
 from .render import Renderer
 from .tables import draw_table
 
-_STATE_STYLE = {"done": "green", "failed": "red", "running": "yellow", "todo": "white"}
+_STATE_STYLE = {"done": "green", "failed": "red", "cut": "yellow", "running": "yellow", "todo": "white"}
 
 
 @app.command()

@@ -34,7 +34,7 @@ EXECUTORS = ("local", "slurm")
 class Plan:
     spec: SweepSpec
     cells: list[Cell]
-    states: dict[str, str]   # cell id -> done | failed | running | todo
+    states: dict[str, str]   # cell id -> done | failed | cut | running | todo
     code_version: str
     left_out: dict[str, int] = field(default_factory=dict)  # implementation -> cells that need CUDA
 
@@ -42,7 +42,7 @@ class Plan:
         return sum(s == state for s in self.states.values())
 
     def to_run(self, retry_failed: bool) -> list[Cell]:
-        wanted = {"todo", "failed"} if retry_failed else {"todo"}
+        wanted = {"todo", "cut", "failed"} if retry_failed else {"todo", "cut"}
         return [c for c in self.cells if self.states[c.id] in wanted]
 
 
@@ -100,13 +100,14 @@ def plan_title(plan: Plan, *, retry_failed: bool = False) -> str:
     devices = sorted({c.spec["device"] for c in plan.cells})
     title = (f"sweep {plan.spec.name} ({plan.spec.path}), task {plan.spec.task} on {', '.join(devices)}: "
              f"{len(plan.cells)} cells, {plan.count('done')} done, {plan.count('failed')} failed, "
-             f"{plan.count('running')} running elsewhere, {len(plan.to_run(retry_failed))} to run")
+             f"{plan.count('running')} running elsewhere, {len(plan.to_run(retry_failed))} to run"
+             + (f" ({plan.count('cut')} cut by a deadline: on from their checkpoints)" if plan.count("cut") else ""))
     return title + (f"; {left_out_text(plan.left_out)}" if plan.left_out else "")
 
 
 def plan_rows(plan: Plan, *, retry_failed: bool = False) -> list[dict]:
-    """One row per cell, keyed by :data:`PLAN_COLUMNS`; ``state`` is done | failed | running | todo
-    and ``shown`` what to show for it."""
+    """One row per cell, keyed by :data:`PLAN_COLUMNS`; ``state`` is done | failed | cut | running |
+    todo and ``shown`` what to show for it."""
     sizes = cell_sizes(plan)
     rows = []
     for cell in plan.cells:

@@ -84,20 +84,28 @@ def cell_record(root: Path, cell: Cell) -> tuple[dict | None, bool]:
     return (record, False) if ours else (None, True)
 
 
+def is_cut(record: dict) -> bool:
+    """An ``ok`` record that a deadline stopped (``$TLSTM_BENCH_DEADLINE``, ``sweep --stop-after``):
+    kept, and its cell runs again to go on from its checkpoint, replacing it."""
+    return record.get("status") == "ok" and record.get("stop_reason") == "deadline"
+
+
 def read_status(root: Path, cell: Cell) -> str | None:
-    """``"ok"``, ``"failed"`` or None (no record of this cell); a one-line error when the record is corrupt."""
+    """``"ok"``, ``"failed"``, ``"cut"`` (:func:`is_cut`) or None (no record of this cell); a
+    one-line error when the record is corrupt."""
     record, _ = cell_record(root, cell)
-    return None if record is None else record.get("status", "failed")
+    if record is None:
+        return None
+    return "cut" if is_cut(record) else record.get("status", "failed")
 
 
 def cell_state(root: Path, cell: Cell) -> str:
-    """done | failed | running | todo."""
+    """done | failed | cut | running | todo."""
     status = read_status(root, cell)
-    if status == "ok":
-        return "done"
-    if status is not None:
-        return "failed"
-    return "running" if locks.holder(root, cell.sweep, cell.id) else "todo"
+    if status in ("ok", "failed"):
+        return "done" if status == "ok" else "failed"
+    held = locks.holder(root, cell.sweep, cell.id)
+    return "running" if held else status or "todo"
 
 
 @dataclass
@@ -218,9 +226,9 @@ class _Stop:
 def recorded_outcome(root: Path, cell: Cell, retry_failed: bool) -> Outcome | None:
     """The outcome of a cell that needs no run (its record exists), else None."""
     status = read_status(root, cell)
-    if status == "ok" or (status is not None and not retry_failed):
+    if status == "ok" or (status == "failed" and not retry_failed):
         return Outcome(cell, "skipped-done" if status == "ok" else "skipped-failed")
-    return None
+    return None  # none yet, or cut by a deadline: it runs (on from its checkpoint)
 
 
 def run_cell(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, retry_failed: bool = False,
@@ -250,7 +258,7 @@ def run_cell(cell: Cell, root: "str | Path", *, cell_fn: str = DEFAULT_CELL_FN, 
             if done is not None:
                 return done
             moved = _evict_stranger(root, cell)
-            collected = harvest(root, cell, claim) if read_status(root, cell) is None else None
+            collected = harvest(root, cell, claim) if read_status(root, cell) in (None, "cut") else None
             if collected is not None:
                 return _noted(collected, moved)
             if stop is not None and stop.event.is_set():
@@ -381,7 +389,7 @@ def store_record(cell: Cell, root: Path, record: dict, wall: float, claim: locks
         result.unlink(missing_ok=True)
     if stored["status"] != record["status"]:  # another process stored it ok: that record stands
         return Outcome(cell, "elsewhere-ok", record=stored, note=f"this run's {record['status']} result not stored")
-    if record["status"] == "ok" and (claim is None or claim.held()):  # a finished cell needs no checkpoint to resume from
+    if record["status"] == "ok" and not is_cut(record) and (claim is None or claim.held()):  # finished: no resume
         shutil.rmtree(cell_checkpoint_dir(root, cell.sweep, cell.id), ignore_errors=True)
     return Outcome(cell, record["status"], record.get("error"), wall, record, note)
 
@@ -530,7 +538,7 @@ def _finished_elsewhere(root: Path, cell: Cell) -> Outcome | None:
         record, _ = cell_record(root, cell)
     except UserError as exc:
         return Outcome(cell, "corrupt", str(exc))
-    if record is None:
+    if record is None or is_cut(record):  # a cut record: its owner may be going on from it
         return None
     ok = record.get("status") == "ok"
     return Outcome(cell, "elsewhere-ok" if ok else "elsewhere-failed", record.get("error"), record=record)
