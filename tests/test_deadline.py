@@ -73,7 +73,7 @@ def test_sweep_stop_after_stops_training_with_its_record_and_starts_no_cell_afte
     # cut, not done: kept with its checkpoint, and the next run goes on from it, replacing the record
     assert (store / ".checkpoints" / first["id"]).is_dir()
     plan = CliRunner().invoke(app, [*args, "--dry-run"], env={"COLUMNS": "80"})
-    assert "0 done" in plan.output and "2 to run (1 cut by a deadline" in " ".join(plan.output.split())
+    assert "0 done" in plan.output and "2 to run (1 cut by a deadline: on from its checkpoint)" in " ".join(plan.output.split())
     again = CliRunner().invoke(app, [*args, "--stop-after", "8s"], env={"COLUMNS": "80"})
     assert again.exit_code == 1, again.output
     (second,) = [json.loads(p.read_text()) for p in store.glob("*.json")]

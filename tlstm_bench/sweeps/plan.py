@@ -101,8 +101,12 @@ def plan_title(plan: Plan, *, retry_failed: bool = False) -> str:
     title = (f"sweep {plan.spec.name} ({plan.spec.path}), task {plan.spec.task} on {', '.join(devices)}: "
              f"{len(plan.cells)} cells, {plan.count('done')} done, {plan.count('failed')} failed, "
              f"{plan.count('running')} running elsewhere, {len(plan.to_run(retry_failed))} to run"
-             + (f" ({plan.count('cut')} cut by a deadline: on from their checkpoints)" if plan.count("cut") else ""))
+             + (f" ({_cut_text(plan.count('cut'))})" if plan.count("cut") else ""))
     return title + (f"; {left_out_text(plan.left_out)}" if plan.left_out else "")
+
+
+def _cut_text(n: int) -> str:
+    return f"{n} cut by a deadline: on from {'its checkpoint' if n == 1 else 'their checkpoints'}"
 
 
 def plan_rows(plan: Plan, *, retry_failed: bool = False) -> list[dict]:
