@@ -48,12 +48,16 @@ CHANNELS, SEQ_LEN, VOCAB = 100, 100, 20
 DEVICE = "cuda"
 # timed beside the 2D shapes: what a user would pick instead (same M, L, batch, T); not tuned
 BASELINES = (("slstm/cudnn", "slstm", "cudnn"), ("lstm/cudnn", "lstm", "cudnn"))
+MENUS: tuple[str, ...] | None = None  # the tile sets tuned: None, every float32 entry
 
 
 def dry_run_on_cpu() -> None:
     """--device cpu (with TRITON_INTERPRET=1): the same flow at toy sizes, to test the script."""
-    global SHAPES, CHANNELS, SEQ_LEN, DEVICE
+    global SHAPES, CHANNELS, SEQ_LEN, DEVICE, MENUS
     SHAPES, CHANNELS, SEQ_LEN, DEVICE = [("2d", 1, 1), ("2d", 2, 1)], 4, 2, "cpu"
+    # Three tile sets, not all 21: the flow is the same for each, every entry is checked against
+    # eager in tests/test_triton.py, and each costs the interpreter about 6 s here.
+    MENUS = ("wide", "single", "single-acc")
 # A variant is correct if, at the shape's configuration and depth (small M, batch and T), its
 # outputs and every gradient in float32 are within CHECK_TOLERANCE of ``eager`` in float64
 # (norm of the difference over the norm), with a loss that weighs every output and the final
@@ -84,7 +88,7 @@ def variant_names(persistent: bool) -> list[tuple[str, str | None, bool]]:
     from tlstm_bench.models.triton_tlstm import tiles
 
     return [(f"{m}/{'persistent' if persistent else 'step'}", m, persistent) for m in tiles.FLOAT32_MENU
-            if persistent or tiles.MENU[m].sync == "grid"]
+            if (persistent or tiles.MENU[m].sync == "grid") and (MENUS is None or m in MENUS)]
 
 
 def one_pass(model, x, y, label_menu, persistent, baseline: bool = False):
@@ -369,7 +373,8 @@ def parse_args() -> argparse.Namespace:
                     help="instead of timing: compiled float64 against eager (per step and persistent)")
     ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
-                    help="cpu: a dry run of this script at toy sizes under TRITON_INTERPRET=1 (tests)")
+                    help="cpu: a dry run of this script at toy sizes and three tile sets under "
+                         "TRITON_INTERPRET=1 (tests)")
     return ap.parse_args()
 
 
