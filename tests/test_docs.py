@@ -93,6 +93,8 @@ SEPARATOR = re.compile(r"&&|\|\||;|\s\|\s|(?:^|\s)#")
 OTHER_TOOLS = {
     "--index-url": "pip's, in the CI example",
     "--short": "git status's",
+    "--maxprocesses": "pytest-xdist's, in the README's test command",
+    "--dist": "pytest-xdist's, in the README's test command",
     "--root": "the sweep's cell process (tlstm_bench/sweeps/cell.py), named to explain a design choice",
 }
 
