@@ -714,6 +714,38 @@ def test_session_check_allows_five_times_float32_eagers_own_error(monkeypatch, t
     assert seen and all(scale == pytest.approx(0.15) for scale in seen)  # 0.3 * sqrt(20 / 80)
 
 
+@pytest.mark.parametrize("triton_off, ok", [(4e-2, True), (6e-2, False)])
+def test_session_check_holds_tf32_to_torchs_own_tf32(monkeypatch, triton_off, ok):
+    """At tf32 the reference for "eager's own error" is torch's own TF32 products (float32 eager
+    with TF32 allowed in cuBLAS and cuDNN; here 1e-2 off, against 1e-3 with it off), so a tf32
+    variant 4e-2 off is right (within 5x of it) and 6e-2 off is wrong; the record keeps both
+    references, and the TF32 flags are what they were before the check."""
+    pytest.importorskip("triton")
+    import model_helpers
+
+    from benchmarks import triton_session as ts
+
+    def fake(config, depth, implementation, *, dtype, perturb_scale, precision=None, **kw):
+        tf32 = torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+        off = triton_off if implementation == "triton" else 0.0 if dtype == torch.float64 else 1e-2 if tf32 else 1e-3
+        return {"y": torch.ones(4, dtype=torch.float64) * (1 + off), "grad w": torch.ones(2, dtype=torch.float64)}
+
+    monkeypatch.setattr(model_helpers, "outputs_and_grads", fake)
+    flags = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    v = ts.Variant("m100", "3d-cn", 10, channels=80, precision="tf32")
+    v.rec = {"channels": 80}
+    oracles = {}
+    got = ts.check(v, "cpu", oracles)
+    assert got["check_ok"] is ok and got.get("check_failed", []) == ([] if ok else ["y"])
+    assert got["check_eager_tf32"] == pytest.approx(1e-2) and got["check_eager32"] == pytest.approx(1e-3)
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == flags
+    # tf32x3 restores float32's accuracy: it is held to plain float32 eager (1e-3 off here), as ieee is
+    v3 = ts.Variant("m100", "3d-cn", 10, channels=80, precision="tf32x3")
+    v3.rec = {"channels": 80}
+    got3 = ts.check(v3, "cpu", oracles)
+    assert not got3["check_ok"] and "check_eager_tf32" not in got3
+
+
 def test_training_records_its_loop_and_precision():
     """A training run's record says which loop and precision ran: with no implementation
     named, a precision other than ieee runs triton (the kernels' tensor cores), ieee the
