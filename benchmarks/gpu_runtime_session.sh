@@ -7,7 +7,8 @@
 #   2. the cuDNN anchors: benchmarks/anchor_check.py (lstm against a plain nn.LSTM, <= 1.05x; the
 #      cost of copying the weights at every call; the tied sLSTM's copy);
 #   3. the headline at 10M parameters: 2d, 3d-cn, slstm and lstm;
-#   4. the rest of the sweep (fast, the sLSTM's fused, the other tLSTMs at 10M) with what is left.
+#   4. the rest of the sweep (triton-graph, fast, the sLSTM's fused, the other tLSTMs at 10M) with
+#      what is left.
 # Each stage runs under its own limit, cut by the time left (a cut sweep keeps every finished
 # cell: it is resumable), and the store is packed after each stage into ONE archive,
 # $OUT/gpu-runtime.tgz (store/, session.log, plan.txt, nvidia-smi.txt, commit.txt): the device returns

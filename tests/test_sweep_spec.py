@@ -224,13 +224,16 @@ def test_a_sweep_of_cuda_only_cells_on_a_cpu_is_one_line_saying_why(tmp_path):
 
 def test_the_shipped_runtime_sweep_is_the_gpu_figure_and_its_headline_part():
     """The seven configurations and lstm at L = 1, 4, 7, 10, at M = 100 and 10M, float32; the
-    headline part (the device session's two filtered runs) is 80 of its 168 cells."""
+    headline part (the device session's two filtered runs) is 80 of its 216 cells; every tLSTM is
+    timed with triton-graph too."""
     from tlstm_bench.sweeps.grid import parse_filters, select
     from tlstm_bench.vocab import CONFIG_NAMES
 
     spec = load_spec("runtime")
     cells = expand(spec, code="v", machine={})
-    assert spec.device == "cuda" and len(cells) == 168
+    assert spec.device == "cuda" and len(cells) == 216
+    graphed = {(c.spec["config"], c.spec["depth"]) for c in cells if c.spec.get("implementation") == "triton-graph"}
+    assert graphed == {(config, depth) for config in CONFIG_NAMES if config != "slstm" for depth in (1, 4, 7, 10)}
     assert {c.spec["config"] for c in cells} == {*CONFIG_NAMES, "lstm"}
     assert {c.spec["depth"] for c in cells} == {1, 4, 7, 10} and {c.spec["dtype"] for c in cells} == {"float32"}
     assert {(c.spec["channels"], c.spec["budget"]) for c in cells} == {(100, None), (None, "10M")}
@@ -256,6 +259,7 @@ def test_the_runtime_sweep_dry_run_on_a_cpu_says_what_it_leaves_out(tmp_path):
         return " ".join(result.output.split())
 
     on_cpu = dry("--device", "cpu")
-    assert "72 cells" in on_cpu and "96 cells of triton, cuda-graph left out: they need a CUDA GPU" in on_cpu
+    assert "72 cells" in on_cpu
+    assert "144 cells of triton, triton-graph, cuda-graph left out: they need a CUDA GPU" in on_cpu
     assert "x20 fast" in on_cpu and "x20 triton" not in on_cpu and "x20 cuda-graph" not in on_cpu
-    assert "168 cells" in dry() and "left out" not in dry()
+    assert "216 cells" in dry() and "left out" not in dry()
