@@ -10,8 +10,13 @@
 3. Normalisation epsilon (SPEC section 5): LN/CN divide by sqrt(var + 1e-5); the paper
    writes the standard deviation sigma. Largest change of the outputs of a random float64
    model when eps is 1e-12 instead (sigma alone is 0/0 on a constant location).
+4. The loss's scale (docs/fidelity.md, "Suspects ruled out"): the tool minimises the NLL
+   averaged over every position, the paper sums it over time (appendix D.1). Adam's steps
+   do not depend on a constant scale of the loss unless a gradient is near its eps (1e-8):
+   the parameter gradients of an untrained 3D tLSTM+CN at the paper's memorization size,
+   and the fraction of a full first Adam step they get, g / (|g| + eps), under each loss.
 
-Everything is float64 on random models (seeded), on the eager loop; nothing here trains.
+Sections 1-3 are float64 on random models (seeded), on the eager loop; nothing here trains.
 The training comparison of the two memory-cell windows is ``benchmarks/solve_small.py``
 with ``--configs 3d-cn,3d-cn:window=appendix`` (docs/fidelity.md gives the numbers).
 """
@@ -92,8 +97,39 @@ def epsilon() -> None:
     print()
 
 
+def loss_scale() -> None:
+    import torch.nn.functional as F
+
+    from tlstm_bench.tasks import make_task
+
+    print("## 4. The loss's scale and Adam's eps (1e-8): 3d-cn, memorization of 20 symbols, M = 100, "
+          "batch 15, untrained\n")
+    print("| config | L | nonzero gradients | smallest 1% of |g| | smallest first step, mean NLL | "
+          "same, summed over time |")
+    print("|---|---|---|---|---|---|")
+    task = make_task("memorization", symbols=20)
+    x, y = task.sample(15, torch.Generator().manual_seed(0))
+    for config in ("3d-cn", "3d-cn:cell_kernel=shift,input_init=normal,bias_init=torch7,recurrent_scale=2"):
+        for depth in (1, 4, 10):
+            torch.manual_seed(0)
+            model = build_model(config, depth, vocab=65, channels=100)
+            logits, _ = model(x)
+            F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).backward()
+            g = torch.cat([p.grad.abs().flatten() for p in model.parameters()]).double()
+            live = g[g > 0]  # exact zeros: kernel entries that read only padding; no loss moves them
+            low = torch.quantile(live[torch.randperm(live.numel(), generator=torch.Generator().manual_seed(0))
+                                      [:1_000_000]], 0.01).item()
+            steps = [(low * k / (low * k + 1e-8)) for k in (1, x.shape[1])]
+            name = config if config == "3d-cn" else "3d-cn, the four knobs"
+            print(f"| {name} | {depth} | {live.numel():,} of {g.numel():,} | {low:.1e} | "
+                  f"{steps[0]:.4f} | {steps[1]:.4f} |")
+    print("\n(a first Adam step is g / (|g| + eps) of a full one; summed over the T = 42 positions "
+          "a gradient is 42x the mean's)\n")
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     counting()
     flush()
     epsilon()
+    loss_scale()
