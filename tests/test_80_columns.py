@@ -214,6 +214,24 @@ def test_time_left_is_the_average_rate_since_the_start_of_this_run():
     assert TimesColumn().render(task).plain == "0:30 elapsed, ~1:00 left"
 
 
+def test_time_left_is_the_producers_estimate_where_it_gives_one():
+    """A sweep's own estimate (Event.left_s, given 10 s into the run) counts down from when it
+    came; a floor reads "at least" (">"), and a floor of nothing says nothing."""
+    from rich.progress import Task
+
+    from tlstm_bench.cli.render import TimesColumn
+
+    def shown(left):
+        task = Task(0, "x", total=28, completed=14, _get_time=lambda: 30.0, fields={"first": 0, "left": left})
+        task.start_time = 0.0
+        return TimesColumn().render(task).plain
+
+    assert shown((380.0, False, 10.0)) == "0:30 elapsed, ~6:00 left"
+    assert shown((45.0, True, 10.0)) == "0:30 elapsed, >0:25 left"
+    assert shown((0.0, True, 10.0)) == "0:30 elapsed"  # the average rate would say ~0:30 here
+    assert shown(None) == "0:30 elapsed, ~0:30 left"
+
+
 @pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "piped"])
 def test_a_long_note_wraps_between_words_in_a_terminal_and_stays_whole_piped(terminal, monkeypatch):
     import io

@@ -32,6 +32,40 @@ def test_record_marks_non_finite_metrics_and_reported_failures(tmp_path):
 
 
 
+def test_time_left_counts_each_kind_of_cell_at_its_own_mean():
+    """The quick sweep's shape: 14 runtime cells of about a second, then 14 training cells of
+    half a minute. The average over all cells would promise a minute where six are left; by
+    kind, nothing is promised until a training cell has finished (only a floor: the runtime
+    cells left), then each cell left counts at its kind's mean, less what a running one has run,
+    spread over the jobs."""
+    from tlstm_bench.sweeps.runner import time_left
+
+    runtime_done = {"runtime": [1.0] * 14}
+    assert time_left([("train", 0.0)] * 14, runtime_done, jobs=1) == (0.0, True)
+    assert time_left([("runtime", 0.0)] * 2 + [("train", 0.0)] * 14, {"runtime": [1.0, 3.0]}, jobs=1) == (4.0, True)
+    took = {**runtime_done, "train": [30.0]}
+    left = [("train", 10.0)] + [("train", 0.0)] * 12  # one has run 10 s of its 30
+    assert time_left(left, took, jobs=1) == (20.0 + 12 * 30.0, False)
+    assert time_left(left, took, jobs=2) == ((20.0 + 12 * 30.0) / 2, False)
+    assert time_left([("train", 45.0)], took, jobs=4) == (0.0, False)  # past its mean: nothing more promised
+    assert time_left([], took, jobs=1) == (0.0, False)
+
+
+def test_a_sweep_reports_its_own_estimate_of_the_time_left(tmp_path, fake_env):
+    """Every advance of a local sweep carries the runner's estimate: a floor before any cell of
+    a kind has finished, a number after, nothing left at the end."""
+    from tlstm_bench.events import Event
+
+    seen: list[Event] = []
+    summary = run_sweep(write_spec(tmp_path, RUNTIME_SPEC), root=tmp_path / "store", jobs=1, cell_fn=FAKE, code="v",
+                        progress=seen.append)
+    advances = [e for e in seen if e.kind == "advance"]
+    assert summary.exit_code == 0 and advances and all(e.left_s is not None for e in advances)
+    assert all(e.left_floor for e in advances if e.done == 0)
+    assert not any(e.left_floor for e in advances if e.done > 0)
+    assert advances[-1].done == 8 and advances[-1].left_s == 0.0
+
+
 def test_failing_cells_fail_alone_and_rerun_skips_done(tmp_path, fake_env, monkeypatch):
     monkeypatch.setenv("FAKE_PLAN", json.dumps({"2d-m": "raise", "3d": "crash"}))
     spec = write_spec(tmp_path, RUNTIME_SPEC)

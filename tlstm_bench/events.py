@@ -12,6 +12,9 @@ Five kinds of event:
 * ``start``: a counted piece of work begins: ``message`` names it, ``total`` is how many
   units it has (samples, cells), ``done`` how many are done already (a resumed run);
 * ``advance``: ``done`` units of it are done now; ``message`` is a short status (the loss);
+  ``left_s``, if the producer knows better than the average rate (a sweep, whose cells of
+  one kind take seconds and of another minutes), its estimate of the seconds left, and
+  ``left_floor`` whether that counts only part of what is left (at least that long);
 * ``note``: a line for the log (resuming, a cell finished, a warm-up started); ``level``
   says its tone: ``info``, ``ok``, ``warning``, ``error`` or ``detail``;
 * ``status``: a transient line (what a waiting sweep waits for), replaced by the next one;
@@ -36,6 +39,8 @@ class Event:
     done: int | None = None
     total: int | None = None
     level: str = "info"
+    left_s: float | None = None
+    left_floor: bool = False
 
 
 Reporter = Callable[[Event], None]

@@ -58,9 +58,11 @@ class CountColumn(ProgressColumn):
 
 
 class TimesColumn(ProgressColumn):
-    """``0:42 elapsed, ~1:10 left``. What is left is estimated from the average rate since the
-    start (units done in this run over its elapsed time), not from rich's 30-second window,
-    which has no estimate while a sweep waits for a cell that takes longer than that."""
+    """``0:42 elapsed, ~1:10 left``. What is left is the producer's estimate where it gave one
+    (``Event.left_s``: a sweep's, by kind of cell), counted down since it came, with ``>`` when
+    it covers only part of what is left; else the average rate since the start (units done in
+    this run over its elapsed time), not rich's 30-second window, which has no estimate while a
+    sweep waits for a cell that takes longer than that."""
 
     def render(self, task: Task) -> Text:
         elapsed = task.elapsed or 0.0
@@ -68,7 +70,13 @@ class TimesColumn(ProgressColumn):
         text = f"{_clock(elapsed)} elapsed"
         if task.finished or task.stop_time is not None:  # done, or stopped early (solved, interrupted)
             return Text(text)
-        if task.total is not None and done > 0 and elapsed > 0:
+        given = task.fields.get("left")
+        if given is not None:
+            left_s, floor, at = given
+            left_s = max(0.0, left_s - (elapsed - at))
+            if left_s >= 1 or not floor:  # "at least 0:00" says nothing
+                text += f", {'>' if floor else '~'}{_clock(left_s)} left"
+        elif task.total is not None and done > 0 and elapsed > 0:
             text += f", ~{_clock(elapsed / done * (task.total - task.completed))} left"
         return Text(text)
 
@@ -122,7 +130,9 @@ class Renderer:
         if event.kind == "start":
             self._start(event)
         elif event.kind == "advance" and self.bar is not None:
-            self.bar.update(self.task, completed=event.done, status=escape(event.message))
+            left = None if event.left_s is None else (event.left_s, event.left_floor,
+                                                      self.bar.tasks[0].elapsed or 0.0)
+            self.bar.update(self.task, completed=event.done, status=escape(event.message), left=left)
             if self.log_lines:
                 self._log(event)
         elif event.kind == "note":
