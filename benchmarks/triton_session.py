@@ -27,11 +27,12 @@ group's share of the budget is spent (at least 3 rounds):
   unrolled; ``wide-w8`` and ``mid-u3-w8``: 8 warps a program), and last the step flags
   instead of the grid barrier (``single-u3-flags`` for 2d and ``mid-u3-flags`` for 3d-cn at
   L = 10, persistent, beside their twins);
-* ``10m``: the same at the 10M size for 2d and 3d-cn at L = 1 and 10, and sLSTM ``cudnn``.
+* ``10m``: the same at the 10M size for 2d and 3d-cn at L = 1 and 10, and sLSTM ``cudnn``; at
+  L = 10 also at tf32x3 (tensor cores; a ``TENSOR CORES:`` line in the targets, no target).
 
 First (on CUDA) the kernels of every triton and triton-graph variant of the plan are compiled
 ahead, in ``--precompile-jobs`` processes at once (``triton_precompile.py``: compile-only
-launches into Triton's cache), so that the groups load them instead of compiling some 69
+launches into Triton's cache), so that the groups load them instead of compiling some 71
 variants' kernels one after another in this process; what it misses is compiled as before.
 
 A variant that fails its check is timed anyway and marked wrong; it never counts for a target
@@ -90,7 +91,8 @@ VOCAB, M100, CHECK_T, CHECK_M, MIN_ROUNDS = 205, 100, 7, 20, 3
 EAGER_FACTOR = 5.0  # a variant may be this many times float32 eager's own error on a tensor, at its precision
 PRESETS = ("2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn")
 PROBE_S = 100.0  # at most, for the graph probe's processes (a start, the compiles, the captures)
-PROFILED = {("m100", "2d", 10), ("m100", "3d-cn", 10), ("train", "3d-cn", 10)}  # where the time goes: profiled
+PROFILED = {("m100", "2d", 10), ("m100", "3d-cn", 10), ("train", "3d-cn", 10),  # where the time goes: profiled
+            ("10m", "2d", 10), ("10m", "3d-cn", 10)}
 PRECOMPILE_S = 150.0  # at most, for compiling the plan's kernels ahead in parallel (triton_precompile.py)
 IMPLEMENTATIONS = {"triton": "triton", "triton-graph": "triton-graph", "fast": "fast", "cudnn": "cudnn",
                    "nnlstm": "torch.nn.LSTM"}
@@ -185,6 +187,9 @@ def plan(device: str) -> list[Variant]:
     for depth in (1, 10):
         out += [Variant("10m", c, depth, channels=None, budget="10M") for c in ("2d", "3d-cn")]
         out += [Variant("10m", "slstm", depth, "cudnn", channels=None, budget="10M")]
+    # At 10M the dispatched wide tiles run their products on FP32 units (ieee): tensor cores at
+    # tf32x3 (near float32) beside them, the H200's suspect for triton's 2.5-5x behind cuda-graph.
+    out += [Variant("10m", c, 10, channels=None, budget="10M", precision="tf32x3") for c in ("2d", "3d-cn")]
     return out
 
 
@@ -746,7 +751,7 @@ def targets(done: list[Variant]) -> list[str]:
             x = None if t is None or fast is None else fast.rec["us_per_step"] / t.rec["us_per_step"]
             verdict(None if x is None else x >= factor, f"train 3d-cn L={depth} batch 15 {precision} >= {factor:g}x fast",
                     "unmeasured" if x is None else f"{x:.2f}x ({_us(t)} vs fast {_us(fast)})")
-    lines += graph_notes(done) + profile_notes(done)
+    lines += graph_notes(done) + precision_notes(done) + profile_notes(done)
     lines.append(correctness(done))
     return lines
 
@@ -772,6 +777,18 @@ def graph_notes(done: list[Variant]) -> list[str]:
         if g is not None and t is not None:
             lines.append(f"GRAPH: {config} L={depth}: {_us(g)} against {_us(t)}: "
                          f"{t.rec['us_per_step'] - g.rec['us_per_step']:+.1f} us per timestep saved")
+    return lines
+
+
+def precision_notes(done: list[Variant]) -> list[str]:
+    """What tensor cores gave at the 10M size (no target: the targets are ieee): the fastest
+    correct tf32x3 variant against the fastest correct ieee one at each 10M shape timed in both."""
+    lines = []
+    for config, depth in sorted({(v.config, v.depth) for v in done if v.group == "10m" and v.precision != "ieee"}):
+        a, b = best(done, "10m", config, depth), best(done, "10m", config, depth, precision="tf32x3")
+        if a is not None and b is not None:
+            lines.append(f"TENSOR CORES: 10M {config} L={depth}: {_us(b)} against {_us(a)}: "
+                         f"x{a.rec['us_per_step'] / b.rec['us_per_step']:.2f}")
     return lines
 
 

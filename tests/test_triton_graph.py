@@ -314,6 +314,32 @@ def test_the_session_s_correctness_verdict_never_says_met_of_nothing():
     assert ts.correctness([ts.Variant("m100", "2d", 1, "fast")]).startswith("UNMEASURED: ")
 
 
+def test_the_session_times_tensor_cores_at_10m_and_reports_them_beside_ieee_outside_the_targets():
+    """At 10M the plan times 2d and 3d-cn at L = 10 in tf32x3 beside ieee, profiled both; the
+    targets stay ieee (a faster tf32x3 does not meet them) and a TENSOR CORES line gives the
+    ratio, only where both precisions ran right."""
+    from benchmarks import triton_session as ts
+
+    tc = [v for v in ts.plan("cuda") if v.group == "10m" and v.precision != "ieee"]
+    assert [(v.config, v.depth, v.precision, v.budget) for v in tc] == [("2d", 10, "tf32x3", "10M"),
+                                                                        ("3d-cn", 10, "tf32x3", "10M")]
+    assert all(ts.profiled(v, "cuda") for v in tc)
+
+    def timed(config, kind, us, precision="ieee", **rec):
+        v = ts.Variant("10m", config, 10, kind, channels=None, budget="10M", precision=precision)
+        v.rec = dict(status="ok", us_per_step=us, **rec)
+        return v
+
+    done = [timed("2d", "triton", 450.0), timed("2d", "triton", 150.0, "tf32x3"), timed("slstm", "cudnn", 400.0),
+            timed("3d-cn", "triton", 1900.0), timed("3d-cn", "triton", 100.0, "tf32x3", wrong=True)]
+    notes = ts.precision_notes(done)
+    assert notes == ["TENSOR CORES: 10M 2d L=10: 150.0 us (triton:auto:tf32x3) against 450.0 us (triton:auto:ieee): "
+                     "x3.00"]  # 3d-cn's tf32x3 is wrong: no line
+    lines = ts.targets(done)
+    assert "MISSED: 10M 2d L=10 faster than sLSTM cudnn: 450.0 us (triton:auto:ieee) vs 400.0 us (cudnn)" in lines
+    assert notes[0] in lines
+
+
 def test_the_session_s_graph_probe_gives_what_is_left_to_a_fresh_process(monkeypatch, tmp_path):
     """A probe process stops at its first failure (a failed capture may leave it unusable): the
     next process takes the variants left; one that answers nothing fails the first of them with
