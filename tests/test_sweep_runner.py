@@ -40,20 +40,35 @@ def test_time_left_counts_each_kind_of_cell_at_its_own_mean():
     spread over the jobs."""
     from tlstm_bench.sweeps.runner import time_left
 
-    runtime_done = {"runtime": [1.0] * 14}
-    assert time_left([("train", 0.0)] * 14, runtime_done, jobs=1) == (0.0, True)
-    assert time_left([("runtime", 0.0)] * 2 + [("train", 0.0)] * 14, {"runtime": [1.0, 3.0]}, jobs=1) == (4.0, True)
-    took = {**runtime_done, "train": [30.0]}
-    left = [("train", 10.0)] + [("train", 0.0)] * 12  # one has run 10 s of its 30
+    runtime_done = {"runtime": [(1, 1.0)] * 14}
+    assert time_left([("train", 1, 0.0)] * 14, runtime_done, jobs=1) == (0.0, True)
+    assert time_left([("runtime", 1, 0.0)] * 2 + [("train", 1, 0.0)] * 14, {"runtime": [(1, 1.0), (1, 3.0)]},
+                     jobs=1) == (4.0, True)
+    took = {**runtime_done, "train": [(1, 30.0)]}
+    left = [("train", 1, 10.0)] + [("train", 1, 0.0)] * 12  # one has run 10 s of its 30
     assert time_left(left, took, jobs=1) == (20.0 + 12 * 30.0, False)
     assert time_left(left, took, jobs=2) == ((20.0 + 12 * 30.0) / 2, False)
-    assert time_left([("train", 45.0)], took, jobs=4) == (0.0, False)  # past its mean: nothing more promised
+    assert time_left([("train", 1, 45.0)], took, jobs=4) == (0.0, False)  # past its mean: nothing more promised
     assert time_left([], took, jobs=1) == (0.0, False)
+
+
+def test_time_left_is_a_floor_while_a_deeper_cell_than_any_finished_is_left():
+    """A training sweep at L = 1, 4, 7 whose L = 1 cell took 70 s and whose L = 7 cells take
+    ten times that: the mean of the shallow cells counts them short, so the estimate says
+    "at least" (``>``) until a cell as deep as every cell left has finished."""
+    from tlstm_bench.sweeps.runner import time_left
+
+    took = {"train": [(1, 70.0)]}
+    assert time_left([("train", 4, 0.0), ("train", 7, 0.0)], took, jobs=2) == (70.0, True)
+    took["train"].append((7, 700.0))
+    assert time_left([("train", 4, 0.0), ("train", 7, 100.0)], took, jobs=2) == ((385.0 + 285.0) / 2, False)
+    assert time_left([("train", 1, 0.0)], took, jobs=1) == (385.0, False)  # shallower: the mean is not a floor
 
 
 def test_a_sweep_reports_its_own_estimate_of_the_time_left(tmp_path, fake_env):
     """Every advance of a local sweep carries the runner's estimate: a floor before any cell of
-    a kind has finished, a number after, nothing left at the end."""
+    a kind has finished and while only shallower ones have (L = 1 before L = 2), a number after,
+    nothing left at the end."""
     from tlstm_bench.events import Event
 
     seen: list[Event] = []
@@ -62,7 +77,8 @@ def test_a_sweep_reports_its_own_estimate_of_the_time_left(tmp_path, fake_env):
     advances = [e for e in seen if e.kind == "advance"]
     assert summary.exit_code == 0 and advances and all(e.left_s is not None for e in advances)
     assert all(e.left_floor for e in advances if e.done == 0)
-    assert not any(e.left_floor for e in advances if e.done > 0)
+    floors = [e.left_floor for e in advances]
+    assert floors == sorted(floors, reverse=True) and floors.count(False) > 1  # floors first, then numbers
     assert advances[-1].done == 8 and advances[-1].left_s == 0.0
 
 

@@ -449,20 +449,24 @@ def outcome_note(outcome: Outcome) -> Event | None:
     return Event("note", f"{mark} {outcome.cell.label()}{where}: {_describe(outcome)}{extra}", level=level)
 
 
-def time_left(kinds_left: list[tuple[str, float]], took: dict[str, list[float]], jobs: int) -> tuple[float, bool]:
-    """A sweep's seconds left: each unfinished cell, given as (its kind, how long it has run so
-    far: 0 if it has not started), at the mean wall time of the cells of its kind that ran here
-    to the end, less what it has run; the sum spread over ``jobs`` at once. And whether that
-    counts only part of what is left (a kind with cells left has no finished cell yet: the
-    estimate is then at least that long). The quick sweep's runtime cells take a second, its
-    training cells half a minute, so the average over cells would say 1 minute where 6 are left."""
+def time_left(cells_left: list[tuple[str, int, float]], took: dict[str, list[tuple[int, float]]],
+              jobs: int) -> tuple[float, bool]:
+    """A sweep's seconds left: each unfinished cell, given as (its kind, its depth, how long it
+    has run so far: 0 if it has not started), at the mean wall time of the cells of its kind
+    that ran here to the end, given as (depth, seconds), less what it has run; the sum spread
+    over ``jobs`` at once. And whether that is only a floor (at least that long): a kind with
+    cells left has no finished cell yet, or a cell left is deeper than every finished cell of
+    its kind (a deeper model takes longer, so shallow cells' mean undercounts it). The quick
+    sweep's runtime cells take a second, its training cells half a minute, so the average over
+    cells would say 1 minute where 6 are left."""
     total, floor = 0.0, False
-    for kind, running_s in kinds_left:
+    for kind, depth, running_s in cells_left:
         if took.get(kind):
-            total += max(0.0, sum(took[kind]) / len(took[kind]) - running_s)
+            total += max(0.0, sum(s for _, s in took[kind]) / len(took[kind]) - running_s)
+            floor = floor or depth > max(d for d, _ in took[kind])
         else:
             floor = True
-    return total / max(1, min(jobs, len(kinds_left))), floor
+    return total / max(1, min(jobs, len(cells_left))), floor
 
 
 def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DEFAULT_CELL_FN,
@@ -474,7 +478,7 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
     counts: Counter = Counter()
     running = [0]
     started: dict[str, float] = {}  # cell id -> when it started here
-    took: dict[str, list[float]] = {}  # kind -> wall times of the cells of that kind that ran here
+    took: dict[str, list[tuple[int, float]]] = {}  # kind -> (depth, wall time) of its cells that ran here
 
     def work(cell: Cell) -> Outcome:
         running[0] += 1
@@ -492,8 +496,8 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
                   f"failed {counts['failed'] + counts['skipped-failed']}"
                   + (f" · elsewhere {counts['taken']}" if counts["taken"] else ""))
         finished, now = {o.cell.id for o in outcomes}, time.monotonic()
-        left_s, floor = time_left([(c.kind, now - started.get(c.id, now)) for c in cells if c.id not in finished],
-                                  took, jobs)
+        left_s, floor = time_left([(c.kind, c.spec["depth"], now - started.get(c.id, now)) for c in cells
+                                   if c.id not in finished], took, jobs)
         report(Event("advance", status, done=len(outcomes), total=len(cells), left_s=left_s, left_floor=floor))
 
     sweeps = sorted({cell.sweep for cell in cells})
@@ -509,7 +513,8 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
                     outcomes.append(outcome)
                     counts[outcome.state] += 1
                     if outcome.state in ("ok", "failed"):  # ran here, to its end
-                        took.setdefault(outcome.cell.kind, []).append(outcome.wall_time_s)
+                        took.setdefault(outcome.cell.kind, []).append((outcome.cell.spec["depth"],
+                                                                       outcome.wall_time_s))
                     line = outcome_note(outcome)
                     if line is not None:
                         report(line)
