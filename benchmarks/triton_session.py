@@ -128,15 +128,19 @@ class Variant:
         return f"{self.kind}:{self.menu or 'auto'}{path}:{self.precision}"
 
 
+def dry_run_plan() -> list[Variant]:
+    """The CPU dry run's variants: toy sizes, per step, the interpreter."""
+    return [Variant("m100", "2d", 1, channels=4, seq_len=3), Variant("m100", "2d", 1, "fast", channels=4, seq_len=3),
+            Variant("m100", "2d", 1, "triton-graph", channels=4, seq_len=3),  # needs CUDA: fails in one line
+            Variant("train", "3d-cn", 2, menu="fold", persistent=False, precision="tf32", batch=3, seq_len=3,
+                    channels=4, train=True),  # tf32: the check's TF32 reference runs (a no-op on a CPU)
+            Variant("train", "3d-cn", 2, "fast", batch=3, seq_len=3, channels=4, train=True)]
+
+
 def plan(device: str) -> list[Variant]:
     """Every variant of the three groups, in the order they run."""
-    if device == "cpu":  # a dry run: toy sizes, per step, the interpreter
-        return [Variant("m100", "2d", 1, channels=4, seq_len=3), Variant("m100", "2d", 1, "fast", channels=4,
-                                                                           seq_len=3),
-                Variant("m100", "2d", 1, "triton-graph", channels=4, seq_len=3),  # needs CUDA: fails in one line
-                Variant("train", "3d-cn", 2, menu="fold", persistent=False, precision="tf32", batch=3, seq_len=3,
-                        channels=4, train=True),  # tf32: the check's TF32 reference runs (a no-op on a CPU)
-                Variant("train", "3d-cn", 2, "fast", batch=3, seq_len=3, channels=4, train=True)]
+    if device == "cpu":
+        return dry_run_plan()
     out = []
     for depth in (1, 10):
         t = dict(batch=15, seq_len=50, train=True)
