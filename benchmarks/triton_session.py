@@ -786,10 +786,11 @@ def graph_notes(done: list[Variant]) -> list[str]:
 
 def precision_notes(done: list[Variant]) -> list[str]:
     """What tensor cores gave at the 10M size (no target: the targets are ieee): the fastest
-    correct tf32x3 variant against the fastest correct ieee one at each 10M shape timed in both."""
+    correct variant at each other precision against the fastest correct ieee one, per 10M shape."""
     lines = []
-    for config, depth in sorted({(v.config, v.depth) for v in done if v.group == "10m" and v.precision != "ieee"}):
-        a, b = best(done, "10m", config, depth), best(done, "10m", config, depth, precision="tf32x3")
+    for config, depth, precision in sorted({(v.config, v.depth, v.precision) for v in done
+                                            if v.group == "10m" and v.precision != "ieee"}):
+        a, b = best(done, "10m", config, depth), best(done, "10m", config, depth, precision=precision)
         if a is not None and b is not None:
             lines.append(f"TENSOR CORES: 10M {config} L={depth}: {_us(b)} against {_us(a)}: "
                          f"x{a.rec['us_per_step'] / b.rec['us_per_step']:.2f}")

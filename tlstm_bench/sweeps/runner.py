@@ -459,13 +459,16 @@ def time_left(cells_left: list[tuple[str, int, float]], took: dict[str, list[tup
     its kind (a deeper model takes longer, so shallow cells' mean undercounts it). The quick
     sweep's runtime cells take a second, its training cells half a minute, so the average over
     cells would say 1 minute where 6 are left."""
+    seen = {kind: (sum(s for _, s in runs) / len(runs), max(d for d, _ in runs))  # (mean wall time, deepest)
+            for kind, runs in took.items() if runs}
     total, floor = 0.0, False
     for kind, depth, running_s in cells_left:
-        if took.get(kind):
-            total += max(0.0, sum(s for _, s in took[kind]) / len(took[kind]) - running_s)
-            floor = floor or depth > max(d for d, _ in took[kind])
-        else:
+        if kind not in seen:
             floor = True
+            continue
+        mean, deepest = seen[kind]
+        total += max(0.0, mean - running_s)
+        floor = floor or depth > deepest
     return total / max(1, min(jobs, len(cells_left))), floor
 
 
