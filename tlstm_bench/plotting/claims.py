@@ -174,10 +174,12 @@ def _samples(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
     records = _matches(claim, frame)
     solved = sorted((r for r in records if r.get("solved") and _value(r, "samples_to_solve")),
                     key=lambda r: r["samples_to_solve"])
-    longest = max(records, key=lambda r: _value(r, "samples_seen") or 0, default=None)
     if solved and solved[0]["samples_to_solve"] <= WITHIN * claim.paper:
         return ClaimRow(claim, REPRODUCED, f"solved at {_k(solved[0]['samples_to_solve'])}", solved[0])
-    best = solved[0] if solved else longest
+    # unsolved: the highest test accuracy, the fewer samples on a tie (not the longest run: a short
+    # run that learned more is the better measurement; the status still asks whether any ran long)
+    best = solved[0] if solved else max(records, default=None, key=lambda r: (
+        _value(r, "test_metric") or 0.0, -(_value(r, "samples_seen") or 0)))
     if best is None:
         return ClaimRow(claim, NOT_RUN, "-")
     text = (f"solved at {_k(best['samples_to_solve'])}" if best in solved
