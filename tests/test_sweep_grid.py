@@ -55,6 +55,17 @@ def test_only_filters(tmp_path):
         parse_filters(["depth"])
 
 
+def test_only_selects_a_config_with_overrides_whose_commas_are_its_own():
+    """The shipped memorization-init spec crosses two configs that differ in one override; --only
+    config= names either whole, beside a plain one."""
+    cells = expand(load_spec("memorization-init"), code="v")
+    five = "3d-cn:cell_kernel=shift,input_init=normal,input_std=3,bias_init=torch7,recurrent_scale=2"
+    picked = select(cells, parse_filters([f"config=2d,{five}", "depth=7,10"]))
+    assert {(c.spec["config"], c.spec["depth"]) for c in picked} == {(five, 7), (five, 10)}
+    assert parse_filters([f"config={five},slstm,tlstm:dims=4,kernel=5"])["config"] == {
+        five, "slstm", "tlstm:dims=4,kernel=5"}
+
+
 def test_runtime_cells_key_on_the_machine_and_training_cells_do_not(tmp_path):
     text = RUNTIME_SPEC.replace('task = "runtime"', 'task = "memorization"') + \
         '[train]\npreset = "memorization-small"\nmax_samples = 30\n'
