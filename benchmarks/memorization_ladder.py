@@ -5,6 +5,8 @@
     python benchmarks/memorization_ladder.py --jobs 14 --time-limit 500   # a machine with many cores
     python benchmarks/memorization_ladder.py --figure-only               # redraw from the records
     python benchmarks/memorization_ladder.py --gradients                 # the untrained gradient probe
+    python benchmarks/memorization_ladder.py --gradients --channels 100 --depths 1,4,7,10 \
+        --probe-configs 3d-cn,3d-cn:input_init=normal,input_std=3       # ... of any configuration
 
 Each cell trains one configuration at depth L on memorization of n symbols out of the
 paper's 64 (batch 15, Adam, the paper's forget-gate bias 1, the tool's own training loop
@@ -149,10 +151,12 @@ def run_cell(cell: dict) -> dict:
 
 
 def plan(args) -> list[dict]:
+    from tlstm_bench.sweeps.grid import split_configs  # a knob string's overrides are comma-separated too
+
     cells = []
     knobs = json.loads(args.knobs) if args.knobs else {}
     skip = {tuple(item.split(":")) for item in args.skip.split(",") if item}
-    for config in args.configs.split(","):
+    for config in split_configs(args.configs):
         for symbols in (int(s) for s in args.symbols.split(",")):
             for depth in (int(d) for d in args.depths.split(",")):
                 if (config, str(depth)) in skip:
@@ -258,10 +262,12 @@ def summary(records: list[dict]) -> str:
     return "\n".join(rows) + "\n"
 
 
-def gradient_probe(depths=(1, 4, 10), channels: int = 32, symbols: int = 20) -> str:
+def gradient_probe(depths=(1, 4, 10), channels: int = 32, symbols: int = 20,
+                   configs=("3d-cn", "3d")) -> str:
     """What an untrained model passes from a symbol to where it must be recalled, per depth.
 
-    For 3D tLSTM+CN and 3D tLSTM (no CN), M = ``channels``, one batch of 15 memorization
+    For each of ``configs`` (3D tLSTM+CN and 3D tLSTM (no CN) by default; knob strings such as
+    ``3d-cn:input_init=normal`` too), M = ``channels``, one batch of 15 memorization
     samples, eager float32 and float64: the gradient norm of the NLL at the first answer
     position (t = n+1) w.r.t. the projected input of the symbol it must recall (z_1), of the
     leading ``-`` (z_0) and of its own input (z_t), and of the last answer position w.r.t.
@@ -280,7 +286,7 @@ def gradient_probe(depths=(1, 4, 10), channels: int = 32, symbols: int = 20) -> 
     n = symbols
     lines = [f"M = {channels}, {n} symbols; d NLL(t) / d z_s (norm over batch and channels); c std along the diagonal "
              f"at step {2 * n}", "config L dtype | t=n+1: z_1 (its symbol) z_0 ('-') z_t (own) | t=2n: z_n | c std"]
-    for config in ("3d-cn", "3d"):
+    for config in configs:
         for depth in depths:
             for dtype in (torch.float32, torch.float64):
                 torch.manual_seed(0)
@@ -327,10 +333,16 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--figure-only", action="store_true")
     parser.add_argument("--gradients", action="store_true",
-                        help="print the gradient probe (OUT/gradients.txt) and stop")
+                        help="print the gradient probe (OUT/gradients.txt) of --depths at --channels and stop")
+    parser.add_argument("--probe-configs", default="3d-cn,3d",
+                        help="the gradient probe's configurations, knob strings too "
+                             "(3d-cn,3d-cn:input_init=normal,input_std=3)")
     args = parser.parse_args()
     if args.gradients:
-        text = gradient_probe(channels=args.channels)
+        from tlstm_bench.sweeps.grid import split_configs
+
+        text = gradient_probe(depths=[int(d) for d in args.depths.split(",")], channels=args.channels,
+                              configs=split_configs(args.probe_configs))
         (args.out / "gradients.txt").write_text(text)
         print(text)
         return

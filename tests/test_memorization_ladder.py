@@ -57,3 +57,22 @@ def test_a_cell_past_its_deadline_is_recorded_as_cut_and_runs_again(tmp_path):
     assert record["config"] == config and record["batch_size"] == 5
     assert [c["id"] for c in mod.plan(args(tmp_path, configs=config, depths="1", variant="normal"))] == \
         ["3d-cn_input_initnormal-n3-L1-s0-normal"]
+
+
+def test_a_knob_string_with_several_overrides_stays_one_config(tmp_path):
+    mod = ladder()
+    cells = mod.plan(args(tmp_path, configs="3d-cn:cell_kernel=shift,input_init=normal,torch-lstm", depths="1"))
+    assert sorted(c["config"] for c in cells) == ["3d-cn:cell_kernel=shift,input_init=normal", "torch-lstm"]
+
+
+def test_the_gradient_probe_reads_knob_strings_and_agrees_across_dtypes():
+    mod = ladder()
+    text = mod.gradient_probe(depths=(1, 2), channels=4, symbols=3,
+                              configs=("3d-cn", "3d-cn:input_init=normal,input_std=3"))
+    rows = [line.split(" | ") for line in text.splitlines()[2:]]
+    assert [row[0] for row in rows] == [f"{c} {d} {t}" for c in ("3d-cn", "3d-cn:input_init=normal,input_std=3")
+                                        for d in (1, 2) for t in ("float32", "float64")]
+    grads = [[float(v) for v in row[1].split() + [row[2]]] for row in rows]
+    for single, double in zip(grads[::2], grads[1::2]):  # float32 against float64, same model
+        assert all(abs(a - b) <= 1e-3 * abs(b) + 1e-12 for a, b in zip(single, double))
+    assert grads[0] != grads[4]  # the input knobs change what the untrained model passes back

@@ -184,12 +184,12 @@ def parse_filters(only: "list[str] | tuple[str, ...]") -> dict[str, set[str]]:
             raise UserError(f"--only takes KEY=V1,V2 like config=2d,3d-cn or depth=1,4, got {item!r}")
         if name not in FILTER_KEYS:
             raise UserError(f"--only: unknown key {name!r}; use one of {', '.join(FILTER_KEYS)}")
-        split = _split_configs if name == "config" else (lambda text: text.split(","))
+        split = split_configs if name == "config" else (lambda text: text.split(","))
         filters.setdefault(name, set()).update(v.strip() for v in split(values) if v.strip())
     return filters
 
 
-def _split_configs(text: str) -> list[str]:
+def split_configs(text: str) -> list[str]:
     """``"2d,3d-cn:cell_kernel=shift,input_std=3,slstm"`` -> ["2d", "3d-cn:cell_kernel=shift,input_std=3",
     "slstm"]: a config's overrides are comma-separated too, so a piece with ``=`` and no ``:``
     continues the config before it."""
