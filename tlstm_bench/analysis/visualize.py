@@ -103,8 +103,11 @@ def _load_weights(model: TLSTM, weights: dict, origin: str) -> None:
 
 def load_model(source: str, *, task: str | None = None, task_options: dict | None = None,
                depth: int | None = None, channels: int | None = None, budget: str | None = None,
-               state_dict: "str | Path | None" = None) -> Loaded:
-    """A model and its task from a training checkpoint (file or folder) or a configuration."""
+               state_dict: "str | Path | None" = None, any_model: bool = False) -> Loaded:
+    """A model and its task from a training checkpoint (file or folder) or a configuration.
+
+    A tLSTM only (it has a memory-cell tensor to draw), unless ``any_model``: a checkpoint of
+    any configuration then loads (``gradients`` reads sLSTM checkpoints too)."""
     path = Path(source).expanduser()
     if path.is_dir():
         path = path / "checkpoint.pt"
@@ -125,7 +128,8 @@ def load_model(source: str, *, task: str | None = None, task_options: dict | Non
         the_task = _make_task(key["task"], dict(key.get("task_options") or {}))
         model = build_model(key["config"], key["depth"], channels=key["channels"],
                             forget_bias=the_task.forget_bias, **the_task.model_io())
-        _require_tlstm(model)
+        if not any_model:
+            _require_tlstm(model)
         _load_weights(model, _weights(payload), str(path))
         return Loaded(model, the_task, True, f"trained: {_training_summary(payload, the_task)} "
                                             f"({path.parent.name}/{path.name})")

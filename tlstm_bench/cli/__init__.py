@@ -3,7 +3,7 @@
 One module per subcommand; importing a module registers its command on ``app``.
 """
 
-from . import audit, budget, claims, data, info, plot, regress, results, sweep, time, train, visualize  # noqa: F401  (register commands)
+from . import audit, budget, claims, data, gradients, info, plot, regress, results, sweep, time, train, visualize  # noqa: F401  (register commands)
 from .app import app, reflow_help
 
 reflow_help(app)
