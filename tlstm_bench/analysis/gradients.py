@@ -93,8 +93,12 @@ def untrained_signal(config: str, depth: int, *, channels: int | None = None, bu
     task = make_task("memorization", symbols=symbols, alphabet=alphabet)
     arch = parse_config(config)
     _check_size(arch, depth, channels, budget, task, batch)
-    torch.manual_seed(seed)
-    model = build_model(arch, depth, channels=channels, budget=budget, forget_bias=task.forget_bias,
+    return _untrained(config, depth, task, channels=channels, budget=budget, seed=seed, batch=batch)
+
+
+def _untrained(config: str, depth: int, task, *, channels, budget, seed: int, batch: int = BATCH) -> RecallSignal:
+    torch.manual_seed(seed)  # what Trainer does before it builds the model
+    model = build_model(config, depth, channels=channels, budget=budget, forget_bias=task.forget_bias,
                         **task.model_io())
     return RecallSignal(config, depth, model.channels, False, recall_gradients(model, task, batch=batch))
 
@@ -120,12 +124,6 @@ def _load_checkpoint(source: "str | Path"):
     return f"{name}: {loaded.model.arch.label}", loaded.model, loaded.task
 
 
-def is_checkpoint(source: str) -> bool:
-    """A path to a checkpoint file or a folder holding one (anything else is a configuration)."""
-    path = Path(source).expanduser()
-    return path.is_file() or (path / "checkpoint.pt").is_file()
-
-
 def measure(sources: list[str], depths: list[int], *, channels: int | None = None, budget: str | None = None,
             symbols: int = 20, alphabet: int = 64, seed: int = 0, progress: Progress = None) -> list[RecallSignal]:
     """g_k of every configuration in ``sources`` at every depth (untrained, seed ``seed``) and of
@@ -135,12 +133,12 @@ def measure(sources: list[str], depths: list[int], *, channels: int | None = Non
 
     task = make_task("memorization", symbols=symbols, alphabet=alphabet)  # the options, before any work
     cells: list[tuple[str, "int | tuple"]] = []  # (configuration, depth) or (checkpoint, its loaded model)
+    from .visualize import checkpoint_file
+
     for source in sources:
-        if is_checkpoint(source):
+        if checkpoint_file(source) is not None:
             cells.append((source, _load_checkpoint(source)))
             continue
-        if source.endswith((".pt", ".pth")) or "/" in source:
-            raise UserError(f"no checkpoint at {source}; give an existing checkpoint or a configuration name")
         arch = parse_config(source)
         for depth in depths:
             _check_size(arch, depth, channels, budget, task, BATCH)  # every size before any work
@@ -151,8 +149,7 @@ def measure(sources: list[str], depths: list[int], *, channels: int | None = Non
     try:
         for done, (source, what) in enumerate(cells, 1):
             if isinstance(what, int):
-                out.append(untrained_signal(source, what, channels=channels, budget=budget, symbols=symbols,
-                                            alphabet=alphabet, seed=seed))
+                out.append(_untrained(source, what, task, channels=channels, budget=budget, seed=seed))
             else:
                 label, model, task = what
                 out.append(RecallSignal(label, model.depth, model.channels, True, recall_gradients(model, task)))

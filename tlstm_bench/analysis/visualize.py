@@ -101,6 +101,19 @@ def _load_weights(model: TLSTM, weights: dict, origin: str) -> None:
                         f"M={model.channels} ({detail}); give the matching --depth and --channels") from None
 
 
+def checkpoint_file(source: str) -> Path | None:
+    """The checkpoint file ``source`` names (the file, or a folder holding ``checkpoint.pt``), or
+    None when it is a configuration name; a path to nothing is an error."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        path = path / "checkpoint.pt"
+    if path.is_file():
+        return path
+    if source.endswith((".pt", ".pth")) or "/" in source:
+        raise UserError(f"no checkpoint at {source}; give an existing checkpoint or a configuration name")
+    return None
+
+
 def load_model(source: str, *, task: str | None = None, task_options: dict | None = None,
                depth: int | None = None, channels: int | None = None, budget: str | None = None,
                state_dict: "str | Path | None" = None, any_model: bool = False) -> Loaded:
@@ -108,10 +121,8 @@ def load_model(source: str, *, task: str | None = None, task_options: dict | Non
 
     A tLSTM only (it has a memory-cell tensor to draw), unless ``any_model``: a checkpoint of
     any configuration then loads (``gradients`` reads sLSTM checkpoints too)."""
-    path = Path(source).expanduser()
-    if path.is_dir():
-        path = path / "checkpoint.pt"
-    if path.is_file():
+    path = checkpoint_file(source)
+    if path is not None:
         payload = _load_file(path)
         key = payload.get("key")
         if not isinstance(key, dict) or "model" not in payload:
@@ -133,8 +144,6 @@ def load_model(source: str, *, task: str | None = None, task_options: dict | Non
         _load_weights(model, _weights(payload), str(path))
         return Loaded(model, the_task, True, f"trained: {_training_summary(payload, the_task)} "
                                             f"({path.parent.name}/{path.name})")
-    if source.endswith((".pt", ".pth")) or "/" in source:
-        raise UserError(f"no checkpoint at {source}; give an existing checkpoint or a configuration name")
     arch = parse_config(source)
     if arch.kind != "tlstm":
         raise UserError(f"{arch.label} has no memory-cell tensor to draw; visualize a tLSTM "

@@ -41,10 +41,6 @@ def gradients(
     from .. import checks
     from ..analysis.gradients import measure
 
-    if channels is not None and budget is not None:
-        from ..errors import UserError
-
-        raise UserError("give --channels or --budget, not both")
     if channels is None and budget is None:
         channels = 32
     checks.seed(seed)
