@@ -70,10 +70,19 @@ def test_a_checkpoint_is_measured_with_its_own_depth_and_task(tmp_path):
     from tlstm_bench.training import train
 
     train("3d-cn", task="memorization", depth=2, channels=4, max_samples=30, eval_every=15, batch_size=15,
-          symbols=3, alphabet=8, checkpoint_dir=tmp_path / "C")
+          symbols=3, alphabet=8, checkpoint_dir=tmp_path / "C", keep_checkpoints=True)
     (signal,) = measure([str(tmp_path / "C")], [1, 7], channels=99, symbols=9)  # the checkpoint decides
     assert signal.trained and signal.depth == 2 and signal.channels == 4 and len(signal.per_answer) == 3
-    assert signal.label == "C: 3d-cn"
+    assert signal.label == "C: 3d-cn" and signal.samples == 30
+    # The checkpoints --keep-checkpoints kept along the run: one row each, named by the run, told apart by samples.
+    kept = sorted(str(p) for p in (tmp_path / "C" / "kept").iterdir())
+    first, last = measure(kept, [1])
+    assert (first.label, first.samples, last.label, last.samples) == ("C: 3d-cn", 15, "C: 3d-cn", 30)
+    assert last.per_answer == signal.per_answer and first.per_answer != last.per_answer
+    result = CliRunner().invoke(app, ["gradients", *kept], env={"COLUMNS": "80"})
+    assert result.exit_code == 0 and "what the checkpoint had trained on" in " ".join(result.stdout.split())
+    assert [line.split("│")[4].strip() for line in result.stdout.splitlines() if "C: 3d-cn" in line] == ["15", "30"]
+    assert json.loads(CliRunner().invoke(app, ["gradients", kept[0], "--json"]).stdout)[0]["samples"] == 15
 
 
 def test_bad_input_is_refused_before_any_work(tmp_path):

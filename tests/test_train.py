@@ -422,7 +422,8 @@ def test_a_train_command_sent_sigterm_stops_as_on_ctrl_c_and_resumes(tmp_path):
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert "interrupted at sample" in err and "by running the same command again" in err
+    flat = " ".join(err.split())  # the note wraps at the terminal's width, where depends on the folder's length
+    assert "interrupted at sample" in flat and "by running the same command again" in flat
     assert not _records(results)
     again = runner.invoke(app, args)
     assert again.exit_code == 0 and "resuming from checkpoint" in again.output, again.output
@@ -474,3 +475,56 @@ def test_a_checkpoint_folder_that_cannot_be_written_is_refused_before_training(t
     with pytest.raises(UserError, match="is a file"):
         train("2d", task="memorization", symbols=3, depth=1, channels=4, max_samples=30, progress=False,
               checkpoint_dir=tmp_path / "file", checkpoint_every=15)
+
+
+# ---- --keep-checkpoints: every checkpoint kept, each a whole one -------------------------------
+def test_kept_checkpoints_are_every_checkpoint_and_each_resumes_from_there(tmp_path):
+    from tlstm_bench.training.checkpoint import kept_path
+
+    kwargs = dict(max_samples=15 * 12, eval_every=15 * 6, checkpoint_every=15 * 3)
+    record = quick(checkpoint_dir=tmp_path / "a", keep_checkpoints=True, **kwargs)
+    kept = sorted((tmp_path / "a" / "kept").iterdir())
+    assert [p.name for p in kept] == [kept_path(tmp_path, n).name for n in (45, 90, 135, 180)]
+    assert kept_path(tmp_path / "a", 45).name == "checkpoint-0000000045.pt"  # names sort in training order
+    for path, samples in zip(kept, (45, 90, 135, 180)):
+        assert torch.load(path, weights_only=True)["counters"]["samples"] == samples
+    assert kept[-1].read_bytes() == checkpoint_path(tmp_path / "a").read_bytes()
+    # Not part of the run: the same key, and no kept folder without the option.
+    assert record["key"] == quick(checkpoint_dir=tmp_path / "b", **kwargs)["key"]
+    assert not (tmp_path / "b" / "kept").exists()
+    # A kept checkpoint is a whole one: put back as checkpoint.pt, the run goes on from there exactly.
+    (tmp_path / "c").mkdir()
+    shutil.copyfile(kept[1], checkpoint_path(tmp_path / "c"))
+    again = quick(checkpoint_dir=tmp_path / "c", **kwargs)
+    assert again["resumed_at"] == [90]
+    assert_same_params(final_params(tmp_path / "a"), final_params(tmp_path / "c"))
+
+
+def test_a_kill_between_a_checkpoint_and_its_kept_copy_loses_no_copy(tmp_path, monkeypatch):
+    from tlstm_bench.training import checkpoint as module
+
+    real, calls = module.keep_copy, []
+
+    def killed_on_the_second(path, keep):
+        calls.append(keep.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the checkpoint at 90 is written, its copy is not
+        real(path, keep)
+
+    monkeypatch.setattr(module, "keep_copy", killed_on_the_second)
+    kwargs = dict(max_samples=15 * 9, eval_every=15 * 6, checkpoint_every=15 * 3, keep_checkpoints=True)
+    with pytest.raises(KeyboardInterrupt):
+        quick(checkpoint_dir=tmp_path / "a", **kwargs)
+    assert [p.name for p in (tmp_path / "a" / "kept").iterdir()] == ["checkpoint-0000000045.pt"]
+    monkeypatch.setattr(module, "keep_copy", real)
+    quick(checkpoint_dir=tmp_path / "a", **kwargs)
+    assert sorted(p.name for p in (tmp_path / "a" / "kept").iterdir()) == [
+        f"checkpoint-{n:010d}.pt" for n in (45, 90, 135)]
+
+
+def test_keep_checkpoints_needs_a_checkpoint_folder(tmp_path):
+    with pytest.raises(UserError, match="give --checkpoint-dir too"):
+        quick(keep_checkpoints=True)
+    result = CliRunner().invoke(app, ["train", "2d", "--task", "memorization", "--symbols", "3", "--channels", "4",
+                                      "--keep-checkpoints", "--results-dir", str(tmp_path)])
+    one_line_error(result)

@@ -40,6 +40,7 @@ class RecallSignal:
     channels: int
     trained: bool
     per_answer: tuple[float, ...]
+    samples: int | None = None  # a checkpoint's: the training samples it had seen
 
     @property
     def first(self) -> float:
@@ -55,7 +56,7 @@ class RecallSignal:
 
     def as_dict(self) -> dict:
         return {"label": self.label, "depth": self.depth, "channels": self.channels, "trained": self.trained,
-                "first": self.first, "median": self.median, "last": self.last, "per_answer": list(self.per_answer)}
+                "samples": self.samples, "first": self.first, "median": self.median, "last": self.last, "per_answer": list(self.per_answer)}
 
 
 def recall_gradients(model: torch.nn.Module, task, *, batch: int = BATCH, seed: int = SAMPLE_SEED) -> tuple[float, ...]:
@@ -111,8 +112,9 @@ def _check_size(arch, depth: int, channels, budget, task, batch: int) -> None:
 
 
 def _load_checkpoint(source: "str | Path"):
-    """A memorization checkpoint's label, model and task, with the weights ``visualize`` draws (the
-    best evaluated ones when the checkpoint keeps them)."""
+    """A memorization checkpoint's label, model, task and training samples, with the weights
+    ``visualize`` draws (the best evaluated ones when the checkpoint keeps them)."""
+    from ..training.checkpoint import CHECKPOINT_NAME, KEPT_FOLDER
     from .visualize import load_model
 
     loaded = load_model(str(source), any_model=True)
@@ -120,8 +122,17 @@ def _load_checkpoint(source: "str | Path"):
         raise UserError(f"{source} was trained on {loaded.task.name}; the recall gradient is measured on "
                         "memorization checkpoints")
     path = Path(source).expanduser()
-    name = path.name if path.is_dir() else path.parent.name
-    return f"{name}: {loaded.model.arch.label}", loaded.model, loaded.task
+    # The run's checkpoint folder names it (its checkpoint.pt, and the kept/checkpoint-<samples>.pt of
+    # --keep-checkpoints, which the samples tell apart); any other file, its own name.
+    if path.is_dir():
+        name = path.name
+    elif path.name == CHECKPOINT_NAME:
+        name = path.parent.name
+    elif path.parent.name == KEPT_FOLDER:
+        name = path.parent.parent.name
+    else:
+        name = path.stem
+    return f"{name}: {loaded.model.arch.label}", loaded.model, loaded.task, loaded.samples
 
 
 def measure(sources: list[str], depths: list[int], *, channels: int | None = None, budget: str | None = None,
@@ -151,8 +162,9 @@ def measure(sources: list[str], depths: list[int], *, channels: int | None = Non
             if isinstance(what, int):
                 out.append(_untrained(source, what, task, channels=channels, budget=budget, seed=seed))
             else:
-                label, model, task = what
-                out.append(RecallSignal(label, model.depth, model.channels, True, recall_gradients(model, task)))
+                label, model, task, samples = what
+                out.append(RecallSignal(label, model.depth, model.channels, True, recall_gradients(model, task),
+                                        samples))
             report(Event("advance", f"{out[-1].label} L={out[-1].depth}", done=done))
     finally:
         report(Event("end"))

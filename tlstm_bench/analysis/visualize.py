@@ -42,6 +42,7 @@ class Loaded:
     task: object
     trained: bool
     origin: str  # where the weights came from, for the title
+    samples: int | None = None  # a training checkpoint's: the samples it was trained on
 
 
 @dataclass
@@ -142,8 +143,10 @@ def load_model(source: str, *, task: str | None = None, task_options: dict | Non
         if not any_model:
             _require_tlstm(model)
         _load_weights(model, _weights(payload), str(path))
+        samples = (payload.get("counters") or {}).get("samples") if isinstance(payload.get("counters"), dict) else None
         return Loaded(model, the_task, True, f"trained: {_training_summary(payload, the_task)} "
-                                            f"({path.parent.name}/{path.name})")
+                                            f"({path.parent.name}/{path.name})",
+                      samples if isinstance(samples, int) else None)
     arch = parse_config(source)
     if arch.kind != "tlstm":
         raise UserError(f"{arch.label} has no memory-cell tensor to draw; visualize a tLSTM "

@@ -57,6 +57,9 @@ def gradients(
     table.add_column("model", style="bold", breaks=",")
     for header in ("L", "M"):
         table.add_column(header, justify="right")
+    trained = any(s.samples is not None for s in signals)
+    if trained:
+        table.add_column("samples", justify="right")
     for header in ("first answer", "median", "last answer"):
         table.add_column(header, justify="right")
     previous = None
@@ -64,7 +67,8 @@ def gradients(
         if previous is not None and signal.label != previous:
             table.add_section()
         previous = signal.label
-        table.add_row(signal.label, str(signal.depth), str(signal.channels),
+        samples = [] if not trained else ["" if signal.samples is None else f"{signal.samples:,}"]
+        table.add_row(signal.label, str(signal.depth), str(signal.channels), *samples,
                       *(f"{v:.1e}" for v in (signal.first, signal.median, signal.last)))
     draw_table(console, table)
     notes = ["|d NLL(answer k) / d z| at the step that read the symbol answer k repeats, over the batch and "
@@ -72,4 +76,6 @@ def gradients(
     if untrained:
         notes.append(f"A configuration is untrained (seed {seed}, as `train --seed {seed}` starts it); "
                      "a checkpoint (FOLDER: config) has its trained weights.")
+    if trained:
+        notes.append("samples: what the checkpoint had trained on.")
     say(console, " ".join(notes))

@@ -43,6 +43,9 @@ TimeLimit = Annotated[Optional[float], typer.Option(help="Stop training after th
                                                          "record (stop reason time_limit); rerun to go on.")]
 CheckpointEvery = Annotated[Optional[int], typer.Option(help="Samples between checkpoints (default: every "
                                                              "evaluation).")]
+KeepCheckpoints = Annotated[bool, typer.Option(
+    "--keep-checkpoints", help="Also keep every checkpoint, in CHECKPOINT_DIR/kept/ (one file each, named "
+                               "by its samples), for `gradients` or `visualize` along the run.")]
 DataDir = Annotated[Optional[Path], typer.Option(help="Data directory (default: $TLSTM_BENCH_DATA).")]
 Data = Annotated[Optional[Path], typer.Option(help="enwik8: the path of enwik8 or enwik8.zip.")]
 Digits = Annotated[Optional[int], typer.Option(help="addition: digits per integer (paper: 15).")]
@@ -69,7 +72,7 @@ def train(
     patience: Patience = None, early_stopping: EarlyStopping = False,
     no_early_stopping: NoEarlyStopping = False, lr: Lr = LEARNING_RATE, seed: Seed = 0,
     device: Device = "cpu", threads: Threads = None, checkpoint_dir: CheckpointDir = None,
-    checkpoint_every: CheckpointEvery = None, time_limit: TimeLimit = None, data_dir: DataDir = None,
+    checkpoint_every: CheckpointEvery = None, keep_checkpoints: KeepCheckpoints = False, time_limit: TimeLimit = None, data_dir: DataDir = None,
     data: Data = None, digits: Digits = None, symbols: Symbols = None, alphabet: Alphabet = None,
     seq_len: SeqLen = None, source: Source = None, perm_seed: PermSeed = None,
     implementation: Implementation = None, precision: Precision = DEFAULT_PRECISION, results_dir: ResultsDir = None,
@@ -95,7 +98,7 @@ def train(
         epochs=epochs, batch_size=batch_size, eval_every=eval_every, patience=patience,
         early_stopping=True if early_stopping else (False if no_early_stopping else None), lr=lr, seed=seed, device=device, implementation=implementation,
         precision=precision, threads=threads, data_dir=data_dir, checkpoint_dir=checkpoint_dir,
-        checkpoint_every=checkpoint_every, time_limit_s=time_limit,
+        checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, time_limit_s=time_limit,
         task_options={"digits": digits, "symbols": symbols, "alphabet": alphabet, "seq_len": seq_len,
                       "source": source, "perm_seed": perm_seed, "path": data})
     try:

@@ -16,6 +16,7 @@ error, never half-read.
 from __future__ import annotations
 
 import pickle
+import shutil
 import zipfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -26,6 +27,7 @@ from ..atomic import atomic_write
 from ..errors import UserError
 
 CHECKPOINT_NAME = "checkpoint.pt"
+KEPT_FOLDER = "kept"  # with keep_checkpoints: every checkpoint, as kept/checkpoint-<samples>.pt
 ENTRIES = ("key", "model", "optimizer", "stream", "rng", "counters", "best_state", "carried")
 
 
@@ -86,8 +88,23 @@ def checkpoint_path(checkpoint_dir: "str | Path") -> Path:
     return Path(checkpoint_dir).expanduser() / CHECKPOINT_NAME
 
 
-def save_checkpoint(path: Path, payload: dict) -> None:
+def kept_path(checkpoint_dir: "str | Path", samples: int) -> Path:
+    """Where ``keep_checkpoints`` keeps the checkpoint taken at ``samples`` (zero-padded, so that
+    the files sort in training order)."""
+    return Path(checkpoint_dir).expanduser() / KEPT_FOLDER / f"checkpoint-{samples:010d}.pt"
+
+
+def save_checkpoint(path: Path, payload: dict, *, keep: "Path | None" = None) -> None:
+    """Write ``payload`` to ``path`` atomically; with ``keep``, the same bytes to that path too."""
     atomic_write(path, lambda fh: torch.save(payload, fh), binary=True)
+    if keep is not None:
+        keep_copy(path, keep)
+
+
+def keep_copy(path: Path, keep: Path) -> None:
+    """Copy the checkpoint at ``path`` to ``keep``, atomically."""
+    with path.open("rb") as source:
+        atomic_write(keep, lambda fh: shutil.copyfileobj(source, fh), binary=True)
 
 
 def load_checkpoint(path: Path) -> dict | None:

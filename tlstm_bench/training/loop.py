@@ -13,7 +13,8 @@ What happens (paper appendix, SPEC section 9):
   RNG state and counters (:class:`~.checkpoint.RunState`) are saved atomically at every
   evaluation and every ``checkpoint_every`` samples; run again with the same settings and it
   resumes from there and ends with exactly the parameters of an uninterrupted run (same
-  seed, same machine and thread count);
+  seed, same machine and thread count); with ``keep_checkpoints`` every checkpoint is also
+  kept, as ``kept/checkpoint-<samples>.pt`` beside the latest;
 * with ``time_limit_s`` the run stops after that many seconds of wall time, is evaluated and
   records how far it got (``stop_reason = "time_limit"``; run it again to go on); so it does at
   ``$TLSTM_BENCH_DEADLINE`` (a UNIX time: :func:`tlstm_bench.checks.deadline`), with
@@ -49,7 +50,8 @@ from ..results.schema import record_key, versioned_id
 from ..results.view import whole_percents
 from ..tasks import Task
 from ..vocab import torch_device
-from .checkpoint import Counters, RunState, checkpoint_path, load_checkpoint, save_checkpoint
+from .checkpoint import (Counters, RunState, checkpoint_path, keep_copy, kept_path, load_checkpoint,
+                         save_checkpoint)
 from .settings import TrainSettings
 
 
@@ -209,6 +211,11 @@ class Trainer:
             raise UserError(f"checkpoint {self.path} does not fit this model ({type(exc).__name__}: "
                             f"{str(exc).splitlines()[0][:200]}); delete it to start over") from None
         c = self.counters
+        if self.settings.keep_checkpoints:  # a kill between the checkpoint and its kept copy loses the copy
+            kept = kept_path(self.settings.checkpoint_dir, c.samples)
+            clean_stale_temps(kept)
+            if not kept.is_file():
+                keep_copy(self.path, kept)
         c.resumed_at.append(c.samples)
         if c.stop_reason in EXTENDABLE:
             c.stop_reason = None  # a finished run may be extended with a larger limit (or more time)
@@ -284,7 +291,9 @@ class Trainer:
         c = self.counters
         c.last_checkpoint = c.samples  # the schedule moves on even when the write fails
         try:
-            save_checkpoint(self.path, self.state.payload(wall_time=c.wall_time + time.monotonic() - self.started))
+            keep = kept_path(self.settings.checkpoint_dir, c.samples) if self.settings.keep_checkpoints else None
+            save_checkpoint(self.path, self.state.payload(wall_time=c.wall_time + time.monotonic() - self.started),
+                            keep=keep)
         except OSError as exc:  # a full or read-only disk: the run goes on, its record is what matters
             problem = disk_problem(exc)
             if problem is None:

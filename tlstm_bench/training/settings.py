@@ -46,6 +46,10 @@ class TrainSettings:
             model's default). threads: CPU threads for torch (process-wide).
         data_dir: where enwik8 / MNIST files are. checkpoint_dir: where to checkpoint and
             resume from. checkpoint_every: samples between checkpoints (None: every evaluation).
+        keep_checkpoints: also keep every checkpoint, not only the latest, as
+            ``<checkpoint_dir>/kept/checkpoint-<samples>.pt`` (each a whole checkpoint:
+            ``gradients`` and ``visualize`` read it, and copied to ``checkpoint.pt`` it resumes
+            from there). For studying how a run learns; not part of the run's key.
         time_limit_s: stop training after this many seconds of this run's wall time (None: no
             limit), evaluate, and record how far it got (``stop_reason = "time_limit"``): a run
             that must end inside a time budget (one device call) keeps its record. Not part of
@@ -80,6 +84,7 @@ class TrainSettings:
     data_dir: "str | Path | None" = None
     checkpoint_dir: "str | Path | None" = None
     checkpoint_every: int | None = None
+    keep_checkpoints: bool = False
     time_limit_s: float | None = None
     precision: str = DEFAULT_PRECISION
 
@@ -94,6 +99,10 @@ class TrainSettings:
         if self.batch_size is not None:
             checks.integer(self.batch_size, "--batch-size", maximum=MAX_DIM)
         checks.seed(self.seed)
+        if not isinstance(self.keep_checkpoints, bool):
+            raise UserError(f"keep_checkpoints must be true or false, got {self.keep_checkpoints!r}")
+        if self.keep_checkpoints and self.checkpoint_dir is None:
+            raise UserError("--keep-checkpoints keeps the checkpoints of --checkpoint-dir; give --checkpoint-dir too")
         object.__setattr__(self, "lr", checks.number(self.lr, "--lr"))
         if self.threads is not None:
             checks.threads(self.threads)

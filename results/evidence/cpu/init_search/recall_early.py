@@ -13,7 +13,7 @@ for folder in sorted((RUN / "snaps").iterdir()):
     payload = torch.load(folder / "checkpoint.pt", map_location="cpu", weights_only=False)
     counters = payload["counters"]
     last = counters["history"][-1] if counters["history"] else {}
-    label, model, task = _load_checkpoint(folder)
+    label, model, task = _load_checkpoint(folder)[:3]  # (a fourth item, the samples, since the run)
     norms = {name: p.norm().item() for name, p in model.named_parameters()}
     s = RecallSignal(label, model.depth, model.channels, True, recall_gradients(model, task))
     row = {"snapshot": folder.name, "samples": counters["samples"], "test_metric": last.get("metric"),
