@@ -56,7 +56,8 @@ class RecallSignal:
 
     def as_dict(self) -> dict:
         return {"label": self.label, "depth": self.depth, "channels": self.channels, "trained": self.trained,
-                "samples": self.samples, "first": self.first, "median": self.median, "last": self.last, "per_answer": list(self.per_answer)}
+                "samples": self.samples, "first": self.first, "median": self.median, "last": self.last,
+                "per_answer": list(self.per_answer)}
 
 
 def recall_gradients(model: torch.nn.Module, task, *, batch: int = BATCH, seed: int = SAMPLE_SEED) -> tuple[float, ...]:

@@ -143,10 +143,10 @@ def load_model(source: str, *, task: str | None = None, task_options: dict | Non
         if not any_model:
             _require_tlstm(model)
         _load_weights(model, _weights(payload), str(path))
-        samples = (payload.get("counters") or {}).get("samples") if isinstance(payload.get("counters"), dict) else None
+        counters = payload.get("counters") if isinstance(payload.get("counters"), dict) else {}
+        samples = counters.get("samples") if isinstance(counters.get("samples"), int) else None
         return Loaded(model, the_task, True, f"trained: {_training_summary(payload, the_task)} "
-                                            f"({path.parent.name}/{path.name})",
-                      samples if isinstance(samples, int) else None)
+                                            f"({path.parent.name}/{path.name})", samples)
     arch = parse_config(source)
     if arch.kind != "tlstm":
         raise UserError(f"{arch.label} has no memory-cell tensor to draw; visualize a tLSTM "
