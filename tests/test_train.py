@@ -501,7 +501,7 @@ def test_kept_checkpoints_are_every_checkpoint_and_each_resumes_from_there(tmp_p
 
 
 def test_a_kill_between_a_checkpoint_and_its_kept_copy_loses_no_copy(tmp_path, monkeypatch):
-    from tlstm_bench.training import checkpoint as module
+    from tlstm_bench.training import loop as module
 
     real, calls = module.keep_copy, []
 
@@ -528,3 +528,23 @@ def test_keep_checkpoints_needs_a_checkpoint_folder(tmp_path):
     result = CliRunner().invoke(app, ["train", "2d", "--task", "memorization", "--symbols", "3", "--channels", "4",
                                       "--keep-checkpoints", "--results-dir", str(tmp_path)])
     one_line_error(result)
+
+
+def test_a_disk_that_refuses_a_kept_copy_is_a_warning_once_and_the_run_goes_on(tmp_path, monkeypatch):
+    import errno
+
+    from tlstm_bench.training import loop
+
+    def full(path, keep):
+        raise OSError(errno.ENOSPC, "No space left on device", str(keep))
+
+    monkeypatch.setattr(loop, "keep_copy", full)
+    args = ["train", "2d", "--task", "memorization", "--symbols", "3", "--channels", "4", "--max-samples", "45",
+            "--eval-every", "15", "--checkpoint-dir", str(tmp_path / "C"), "--keep-checkpoints",
+            "--results-dir", str(tmp_path / "R")]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert result.output.count("a kept checkpoint was not saved") == 1 and "No space left" in result.output
+    assert checkpoint_path(tmp_path / "C").is_file()  # the checkpoint itself is saved
+    (record,) = _records(tmp_path / "R")
+    assert json.loads(record.read_bytes())["samples_seen"] == 45

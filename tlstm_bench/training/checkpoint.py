@@ -94,11 +94,8 @@ def kept_path(checkpoint_dir: "str | Path", samples: int) -> Path:
     return Path(checkpoint_dir).expanduser() / KEPT_FOLDER / f"checkpoint-{samples:010d}.pt"
 
 
-def save_checkpoint(path: Path, payload: dict, *, keep: "Path | None" = None) -> None:
-    """Write ``payload`` to ``path`` atomically; with ``keep``, the same bytes to that path too."""
+def save_checkpoint(path: Path, payload: dict) -> None:
     atomic_write(path, lambda fh: torch.save(payload, fh), binary=True)
-    if keep is not None:
-        keep_copy(path, keep)
 
 
 def keep_copy(path: Path, keep: Path) -> None:

@@ -188,6 +188,7 @@ class Trainer:
         self.total = s.max_samples if s.max_samples is not None else s.epochs * self.epoch_samples
         self.failed: str | None = None  # why the run failed (a non-finite loss), once it has
         self.checkpoint_failed = False  # a checkpoint write was refused (said once)
+        self.keep_failed = False  # so was a kept copy (keep_checkpoints; said once)
 
     @property
     def counters(self):
@@ -211,11 +212,10 @@ class Trainer:
             raise UserError(f"checkpoint {self.path} does not fit this model ({type(exc).__name__}: "
                             f"{str(exc).splitlines()[0][:200]}); delete it to start over") from None
         c = self.counters
-        if self.settings.keep_checkpoints:  # a kill between the checkpoint and its kept copy loses the copy
-            kept = kept_path(self.settings.checkpoint_dir, c.samples)
-            clean_stale_temps(kept)
-            if not kept.is_file():
-                keep_copy(self.path, kept)
+        if self.settings.keep_checkpoints:  # a kill between the checkpoint and its kept copy lost the copy
+            clean_stale_temps(kept_path(self.settings.checkpoint_dir, c.samples))
+            if not kept_path(self.settings.checkpoint_dir, c.samples).is_file():
+                self.keep()
         c.resumed_at.append(c.samples)
         if c.stop_reason in EXTENDABLE:
             c.stop_reason = None  # a finished run may be extended with a larger limit (or more time)
@@ -291,9 +291,7 @@ class Trainer:
         c = self.counters
         c.last_checkpoint = c.samples  # the schedule moves on even when the write fails
         try:
-            keep = kept_path(self.settings.checkpoint_dir, c.samples) if self.settings.keep_checkpoints else None
-            save_checkpoint(self.path, self.state.payload(wall_time=c.wall_time + time.monotonic() - self.started),
-                            keep=keep)
+            save_checkpoint(self.path, self.state.payload(wall_time=c.wall_time + time.monotonic() - self.started))
         except OSError as exc:  # a full or read-only disk: the run goes on, its record is what matters
             problem = disk_problem(exc)
             if problem is None:
@@ -302,6 +300,23 @@ class Trainer:
                 note(self.report, f"checkpoint not saved: {problem}; training goes on and its record is kept, "
                                   "but a kill now loses the progress since the last checkpoint saved", "warning")
             self.checkpoint_failed = True
+            return
+        if self.settings.keep_checkpoints:
+            self.keep()
+
+    def keep(self) -> None:
+        """Copy the checkpoint just saved to ``kept/`` (``keep_checkpoints``); a disk that refuses
+        it is a warning, once, as for the checkpoint itself."""
+        try:
+            keep_copy(self.path, kept_path(self.settings.checkpoint_dir, self.counters.samples))
+        except OSError as exc:
+            problem = disk_problem(exc)
+            if problem is None:
+                raise
+            if not self.keep_failed:
+                note(self.report, f"a kept checkpoint was not saved: {problem}; training goes on and its record "
+                                  "is kept", "warning")
+            self.keep_failed = True
 
     def run(self, stop_after_steps: int | None = None) -> None:
         """Step until the run is finished or fails; evaluate and checkpoint on schedule."""
