@@ -187,8 +187,7 @@ class Trainer:
         self.checkpoint_every = s.checkpoint_every or s.eval_every
         self.total = s.max_samples if s.max_samples is not None else s.epochs * self.epoch_samples
         self.failed: str | None = None  # why the run failed (a non-finite loss), once it has
-        self.checkpoint_failed = False  # a checkpoint write was refused (said once)
-        self.keep_failed = False  # so was a kept copy (keep_checkpoints; said once)
+        self.refused: set[str] = set()  # the writes a full or read-only disk refused (each said once)
 
     @property
     def counters(self):
@@ -290,33 +289,33 @@ class Trainer:
             return
         c = self.counters
         c.last_checkpoint = c.samples  # the schedule moves on even when the write fails
-        try:
-            save_checkpoint(self.path, self.state.payload(wall_time=c.wall_time + time.monotonic() - self.started))
-        except OSError as exc:  # a full or read-only disk: the run goes on, its record is what matters
-            problem = disk_problem(exc)
-            if problem is None:
-                raise
-            if not self.checkpoint_failed:
-                note(self.report, f"checkpoint not saved: {problem}; training goes on and its record is kept, "
-                                  "but a kill now loses the progress since the last checkpoint saved", "warning")
-            self.checkpoint_failed = True
-            return
-        if self.settings.keep_checkpoints:
+        wall_time = c.wall_time + time.monotonic() - self.started
+        saved = self._written(lambda: save_checkpoint(self.path, self.state.payload(wall_time=wall_time)),
+                              "checkpoint not saved",
+                              "but a kill now loses the progress since the last checkpoint saved")
+        if saved and self.settings.keep_checkpoints:
             self.keep()
 
     def keep(self) -> None:
-        """Copy the checkpoint just saved to ``kept/`` (``keep_checkpoints``); a disk that refuses
-        it is a warning, once, as for the checkpoint itself."""
+        """Copy the checkpoint just saved to ``kept/`` (``keep_checkpoints``)."""
+        self._written(lambda: keep_copy(self.path, kept_path(self.settings.checkpoint_dir, self.counters.samples)),
+                      "a kept checkpoint was not saved")
+
+    def _written(self, write, what: str, then: str = "") -> bool:
+        """Call ``write``; whether it wrote. A full or read-only disk is a warning, once per ``what``:
+        the run goes on, its record is what matters. Any other error is raised."""
         try:
-            keep_copy(self.path, kept_path(self.settings.checkpoint_dir, self.counters.samples))
+            write()
         except OSError as exc:
             problem = disk_problem(exc)
             if problem is None:
                 raise
-            if not self.keep_failed:
-                note(self.report, f"a kept checkpoint was not saved: {problem}; training goes on and its record "
-                                  "is kept", "warning")
-            self.keep_failed = True
+            if what not in self.refused:
+                note(self.report, f"{what}: {problem}; training goes on and its record is kept"
+                                  + (f", {then}" if then else ""), "warning")
+                self.refused.add(what)
+            return False
+        return True
 
     def run(self, stop_after_steps: int | None = None) -> None:
         """Step until the run is finished or fails; evaluate and checkpoint on schedule."""
