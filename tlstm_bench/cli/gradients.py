@@ -51,14 +51,19 @@ def gradients(
     if as_json:
         print(json.dumps([s.as_dict() for s in signals]))
         return
+    _render(signals, symbols=symbols, alphabet=alphabet, seed=seed)
+
+
+def _render(signals, *, symbols: int, alphabet: int, seed: int) -> None:
+    """The table of the recall signals, first / median / last answer, and what it shows."""
     untrained = [s for s in signals if not s.trained]
     size = f"{symbols} of {alphabet} symbols, " if untrained else ""
     table = TableView(title=f"Gradient reaching the recalled symbol (memorization, {size}batch 15, float64)")
     table.add_column("model", style="bold", breaks=",")
     for header in ("L", "M"):
         table.add_column(header, justify="right")
-    trained = any(s.samples is not None for s in signals)
-    if trained:
+    with_samples = any(s.samples is not None for s in signals)
+    if with_samples:
         table.add_column("samples", justify="right")
     for header in ("first answer", "median", "last answer"):
         table.add_column(header, justify="right")
@@ -67,7 +72,7 @@ def gradients(
         if previous is not None and signal.label != previous:
             table.add_section()
         previous = signal.label
-        samples = [] if not trained else ["" if signal.samples is None else f"{signal.samples:,}"]
+        samples = [] if not with_samples else ["" if signal.samples is None else f"{signal.samples:,}"]
         table.add_row(signal.label, str(signal.depth), str(signal.channels), *samples,
                       *(f"{v:.1e}" for v in (signal.first, signal.median, signal.last)))
     draw_table(console, table)
@@ -76,6 +81,6 @@ def gradients(
     if untrained:
         notes.append(f"A configuration is untrained (seed {seed}, as `train --seed {seed}` starts it); "
                      "a checkpoint (FOLDER: config) has its trained weights.")
-    if trained:
+    if with_samples:
         notes.append("samples: what the checkpoint had trained on.")
     say(console, " ".join(notes))

@@ -212,8 +212,9 @@ class Trainer:
                             f"{str(exc).splitlines()[0][:200]}); delete it to start over") from None
         c = self.counters
         if self.settings.keep_checkpoints:  # a kill between the checkpoint and its kept copy lost the copy
-            clean_stale_temps(kept_path(self.settings.checkpoint_dir, c.samples))
-            if not kept_path(self.settings.checkpoint_dir, c.samples).is_file():
+            kept = kept_path(self.settings.checkpoint_dir, c.samples)
+            clean_stale_temps(kept)
+            if not kept.is_file():
                 self.keep()
         c.resumed_at.append(c.samples)
         if c.stop_reason in EXTENDABLE:
