@@ -18,14 +18,14 @@ TLSTMS = ("2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn")
 
 def memorization(depth=10, **kw) -> dict:
     record = dict(kind="train", status="ok", task="memorization", config="3d-cn", depth=depth, channels=100,
-                  batch_size=15, task_options={"symbols": 20, "alphabet": 64, "test_size": 100},
+                  batch_size=15, lr=0.001, task_options={"symbols": 20, "alphabet": 64, "test_size": 100},
                   solved=False, samples_to_solve=None, samples_seen=30_000, test_metric=0.016, device="cuda",
                   device_name="NVIDIA H100 80GB HBM3", git_commit="abcdef0123")
     return {**record, **kw}
 
 
 def mnist(**kw) -> dict:
-    record = dict(kind="train", status="ok", task="mnist", config="3d-cn", depth=3, channels=100,
+    record = dict(kind="train", status="ok", task="mnist", config="3d-cn", depth=3, channels=100, lr=0.001,
                   task_options={"source": "idx"}, test_metric=0.98, epochs_done=40.0, stop_reason="epochs")
     return {**record, **kw}
 
@@ -68,7 +68,8 @@ def test_samples_rule(records, status, best):
 
 
 @pytest.mark.parametrize("other", [dict(channels=32), dict(task_options={"symbols": 3, "alphabet": 64}),
-                                   dict(depth=7), dict(config="2d"), dict(status="failed"), dict(batch_size=30)])
+                                   dict(depth=7), dict(config="2d"), dict(status="failed"), dict(batch_size=30),
+                                   dict(lr=1e-4)])
 def test_only_the_papers_setting_counts(other):
     solved = memorization(solved=True, samples_to_solve=54_000, samples_seen=54_000, **other)
     assert row([solved], "memorization, L=10").status == NOT_RUN
@@ -79,6 +80,7 @@ def test_only_the_papers_setting_counts(other):
     ([mnist(test_metric=0.985, stop_reason="early_stopping")], NOT_REPRODUCED),  # trained as the paper did
     ([mnist(test_metric=0.985, stop_reason="time_limit")], NOT_RUN),           # cut short
     ([mnist(test_metric=0.999, task_options={"source": "digits"})], NOT_RUN),  # not the MNIST files
+    ([mnist(test_metric=0.999, lr=3e-4)], NOT_RUN),                           # not the paper's learning rate
 ])
 def test_accuracy_rule(records, status):
     assert row(records, "MNIST, L=3").status == status
@@ -88,7 +90,7 @@ def test_accuracy_rule(records, status):
                                                  (1.30, 12.5, NOT_RUN)])
 def test_bpc_rule(bpc, epochs, status):
     record = dict(kind="train", status="ok", task="enwik8", config="3d-cn", depth=6, channels=1200,
-                  test_metric=bpc, epochs_done=epochs)
+                  test_metric=bpc, epochs_done=epochs, lr=0.001)
     assert row([record], "enwik8, L=6, M=1200").status == status
 
 
