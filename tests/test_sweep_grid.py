@@ -77,3 +77,33 @@ def test_runtime_cells_key_on_the_machine_and_training_cells_do_not(tmp_path):
     shared = {c.key for c in here} & {c.key for c in other}
     assert shared and all(kinds[k] == "train" for k in shared)             # training: the same cells
     assert len(shared) == sum(c.kind == "train" for c in here)             # runtime: all different
+
+
+TRAIN_SPEC = """
+task = "memorization"
+configs = ["slstm", "2d"]
+depths = [1]
+timeout_s = 60
+[train]
+preset = "memorization-small"
+max_samples = 30
+"""
+
+
+def test_a_train_lr_is_in_its_cells_and_their_keys_and_only_when_given(tmp_path):
+    plain = expand(load_spec(write_spec(tmp_path, TRAIN_SPEC, "plain")), code="v1")
+    assert all("lr" not in c.spec for c in plain)   # a spec without it keeps the cells it had
+    slow = expand(load_spec(write_spec(tmp_path, TRAIN_SPEC + "lr = 1e-4\n", "slow")), code="v1")
+    assert [c.spec["lr"] for c in slow] == [1e-4, 1e-4]
+    assert not {c.key for c in slow} & {c.key for c in plain}
+    assert slow[0].label().endswith(" lr=0.0001")
+    assert not plain[0].label().endswith("lr=0.001")
+
+
+def test_a_train_cell_trains_at_its_lr(tmp_path):
+    from tlstm_bench.sweeps.cell import execute
+
+    (cell,) = [c for c in expand(load_spec(write_spec(tmp_path, TRAIN_SPEC + "lr = 3e-4\n")), code="v")
+               if c.spec["config"] == "slstm"]
+    record = execute(cell.spec, checkpoint_dir=tmp_path / "checkpoints")
+    assert record["lr"] == 3e-4 and record["samples_seen"] >= 30

@@ -44,6 +44,8 @@ class Cell:
         extra = ""
         if s["kind"] == "runtime" and s.get("implementation") != "default":
             extra = f" impl={s['implementation']}"
+        if s.get("lr") is not None:
+            extra += f" lr={s['lr']:g}"
         return f"{s['kind']} {s['task']} {s['config']} L={s['depth']} seed={s['seed']} {size}{extra}"
 
 

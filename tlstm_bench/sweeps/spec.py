@@ -20,6 +20,7 @@ override ``configs``, ``depths``, ``seeds``, ``budget``/``channels`` and ``timeo
     [train]
     preset = "memorization"          # a name in tlstm_bench.training.PRESETS
     max_samples = 5000000            # optional: epochs, batch_size, eval_every
+    lr = 1e-4                        # optional: Adam's learning rate (default the paper's 0.001)
     time_limit_s = 480               # optional: each cell stops training after this, keeping its record
     early_stopping = false           # optional: stop early on valid (default: the preset's)
     options = { symbols = 20 }       # task options, passed on to train()
@@ -80,7 +81,7 @@ MAX_CELLS = 10_000
 _GRID_KEYS = ("configs", "depths", "seeds", "budget", "channels", "timeout_s")
 _TOP_KEYS = {"description", "task", "device", *_GRID_KEYS, "train", "runtime"}
 _TRAIN_KEYS = {"preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping", "options",
-               "time_limit_s", "precision", *_GRID_KEYS}
+               "time_limit_s", "precision", "lr", *_GRID_KEYS}
 _RUNTIME_KEYS = {"seq_len", "repeats", "warmup", "implementations", "threads", "dtype", "vocab",
                  "input_size", "output_size", "precision", *_GRID_KEYS}
 
@@ -310,6 +311,11 @@ def _train_settings(check: _Checker, table: dict, top: dict, check_values: bool)
                                            maximum=MAX_DIM if name == "batch_size" else None)
     if "time_limit_s" in table:
         settings["time_limit_s"] = check.number("train.time_limit_s", table["time_limit_s"], MAX_TIMEOUT_S)
+    if "lr" in table:  # in a cell's spec (and key) only when given: the specs without it keep their cells
+        value = table["lr"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise check.error("train.lr", "must be a positive number, Adam's learning rate (like 1e-4)", value)
+        settings["lr"] = float(value)
     if "early_stopping" in table:
         if not isinstance(table["early_stopping"], bool):
             raise check.error("train.early_stopping", "must be true or false", table["early_stopping"])
