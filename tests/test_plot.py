@@ -526,3 +526,20 @@ def test_position_matrix_refuses_evaluations_of_different_lengths():
     assert samples.size == 0 and accuracy.size == 0
     samples, accuracy = position_matrix([{"samples": 1500, "metric": 0.2}, {"samples": 3000, "by_position": [1, 0]}])
     assert list(samples) == [3000.0] and accuracy.tolist() == [[1.0, 0.0]]
+
+
+def test_runs_at_two_learning_rates_are_two_lines_not_two_seeds(tmp_path):
+    """``train --lr`` twice for one configuration and depth: the figure names each run's lr;
+    drawn as one line, the two would be averaged as seeds."""
+    root = tmp_path / "store"
+    for lr, acc in ((0.001, 0.02), (0.0001, 0.9)):
+        for depth in (1, 4):
+            _write(root, "training", {"id": f"tr-{lr}-{depth}", "kind": "train", "task": "memorization",
+                                      "config": "3d-cn", "depth": depth, "seed": 0, "channels": 100, "lr": lr,
+                                      "metric": "accuracy", "test_metric": acc, "solved": False,
+                                      "samples_seen": 1000})
+    _write(root, "one", {"id": "tr", "kind": "train", "task": "memorization", "config": "3d-cn", "depth": 1,
+                         "seed": 0, "channels": 100, "lr": 0.0001, "metric": "accuracy", "test_metric": 0.5})
+    report = plot_results(None, out=tmp_path / "figures", root=root)
+    lines = {f.sweep: f.lines for f in report.figures if f.task == "memorization"}
+    assert lines == {"training": ["3d-cn lr=0.0001", "3d-cn lr=0.001"], "one": ["3d-cn"]}

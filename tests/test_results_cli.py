@@ -188,3 +188,24 @@ def test_the_accuracy_by_answer_position_is_a_column_of_whole_percents(tmp_path)
     cells = re.findall(r"│ [^│]*│ [^│]*│ [^│]*│ ([^│]*)│", result.output)
     assert " ".join(cells).split() == ["1"] * 18 + ["79", "100"]
     assert max(map(len, result.output.splitlines())) <= 80
+
+
+def test_records_at_two_learning_rates_show_an_lr_column_and_one_lr_goes_in_the_caption(tmp_path):
+    """Two runs of one configuration and depth at two ``--lr`` are not two seeds: the table names
+    each run's lr; a table whose runs share one says it once, under the table."""
+    def run(record_id, lr, collection):
+        write_record({"id": record_id, "kind": "train", "task": "memorization", "config": "3d-cn", "depth": 4,
+                      "seed": 0, "metric": "accuracy", "test_metric": 0.02, "status": "ok", "lr": lr},
+                     collection, root=tmp_path / "store")
+
+    run("a", 0.001, "both")
+    run("b", 0.0001, "both")
+    run("c", 0.0001, "one")
+    both = CliRunner().invoke(app, ["results", "both", "--results-dir", str(tmp_path)], env={"COLUMNS": "80"})
+    assert both.exit_code == 0, both.output
+    header = next(line for line in both.output.splitlines() if "config" in line)
+    assert re.findall(r"\w+", header)[:4] == ["config", "L", "seed", "lr"]
+    assert "0.0001" in both.output and "lr 0.0" not in both.output
+    one = CliRunner().invoke(app, ["results", "one", "--results-dir", str(tmp_path)], env={"COLUMNS": "80"})
+    assert one.exit_code == 0, one.output
+    assert "lr 0.0001" in one.output and "lr " not in next(line for line in one.output.splitlines() if "config" in line)

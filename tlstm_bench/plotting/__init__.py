@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from ..results.frame import read_frame
 from ..results.store import workspace
 from .curves import draw_curves
@@ -47,9 +49,12 @@ def plot_results(sweeps: "list[str] | None" = None, *, out: "str | Path | None" 
     out = Path(out) if out is not None else workspace().figures
     frame = read_frame(sweeps, root=root)
     report = PlotReport(records=len(frame), notes=list(frame.attrs.get("notes", [])))
+    frame, split = lr_lines(frame)
     for sweep in dict.fromkeys(frame["collection"]):
         rows = frame[frame["collection"] == sweep]
         expected = sweep_file_grid(sweep)
+        if sweep in split:  # its lines are named by lr, the spec's configurations are not
+            expected = {kind: grid for kind, grid in expected.items() if kind != "train"}
         for task in sorted(rows["task"].unique(), key=lambda t: (t != "runtime", t)):
             these = rows[rows["task"] == task]
             report.figures.append(draw_task(these, sweep, task, out, expected))
@@ -61,3 +66,18 @@ def plot_results(sweeps: "list[str] | None" = None, *, out: "str | Path | None" 
                     report.figures.append(extra)
     report.tables = write_tables(frame, out)
     return report
+
+
+def lr_lines(frame: pd.DataFrame) -> tuple[pd.DataFrame, set]:
+    """The frame with the training records of a collection and task that ran at several learning
+    rates named by theirs (``3d-cn lr=0.0001``), and those collections: a figure or table would
+    otherwise draw two runs that differ in ``--lr`` as two seeds of one configuration."""
+    if "lr" not in frame or not len(frame):
+        return frame, set()
+    frame, split = frame.copy(), set()
+    train = frame[(frame["kind"] == "train") & frame["lr"].notna()]
+    for (collection, _), part in train.groupby(["collection", "task"], sort=False):
+        if part["lr"].nunique() > 1:
+            frame.loc[part.index, "config"] = [f"{c} lr={lr:g}" for c, lr in zip(part["config"], part["lr"])]
+            split.add(collection)
+    return frame, split

@@ -253,7 +253,8 @@ def _common(rows: pd.DataFrame, column: str, fmt: str) -> list[str]:
 def _caption(rows: pd.DataFrame) -> list[str]:
     """What every row shares, in parts each kept on one line where it fits: the settings, each
     device with its torch version (``;`` between devices), the code version."""
-    settings = _common(rows, "seq_len", "T={}") + _common(rows, "preset", "preset {}")
+    settings = (_common(rows, "seq_len", "T={}") + _common(rows, "preset", "preset {}")
+                + _common(rows, "lr", "lr {}"))
     unique = rows[["device_name", "device", "torch_version"]].drop_duplicates()
     devices = []
     for name, device, torch_version in unique.itertuples(index=False):
@@ -288,6 +289,8 @@ def build_view(frame: pd.DataFrame, *, columns: "list[str] | None" = None, wide:
             shown = present_columns(rows)
         else:
             shown = [c for c in default_columns(kind) if c in rows.columns]
+            if "lr" in rows and rows["lr"].nunique() > 1 and "seed" in shown:  # two lrs: not two seeds of one run
+                shown.insert(shown.index("seed") + 1, "lr")
         what = f"{kind} records" + (f", task {task}" if task not in (kind, "runtime") else "")
         title = f"{collection}: {what} ({len(rows)})"
         table = TableView(title=title, caption=_caption(rows))
