@@ -12,10 +12,11 @@
 #   ARGS     tlstm-bench's arguments; `--results-dir` is added (a fresh folder)
 #
 # For example (docs/fidelity.md, "The initialisation search"):
+#   bash benchmarks/device_run.sh memorization-lr S SHA -- sweep memorization-lr --jobs 4
+#       # S about 400: after issue 28's call (docs/gpu-evidence.md)
 #   bash benchmarks/device_run.sh memorization-init 560 SHA -- sweep memorization-init --jobs 8
 #   bash benchmarks/device_run.sh memorization-init S SHA -- sweep memorization-init --jobs 2 \
 #       --only depth=7,10 --only config=3d-cn:cell_kernel=shift,input_init=normal,input_std=3,bias_init=torch7,recurrent_scale=2
-#       # S about 400: after issue 28's call (docs/gpu-evidence.md)
 #   bash benchmarks/device_run.sh addition-L7 560 SHA -- train 3d-cn --preset paper-addition -L 7 \
 #       --device cuda --time-limit 500
 # It also sets TLSTM_BENCH_DEADLINE to MARGIN seconds before the hard stop (MARGIN: $DEADLINE_MARGIN_S,

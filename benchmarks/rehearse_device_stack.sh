@@ -70,7 +70,7 @@ step issue-28 "^MET: every timed triton variant right against float64 eager: [1-
 # a 60 s hard stop on purpose: the cells it starts stop at TLSTM_BENCH_DEADLINE (30 s before it)
 # with their records, the rest are not started (exit 1), and the archive is packed
 step issue-29 "([1-9][0-9]* ok, 0 failed); wall time" bash -c "OUT='$logs/out29' bash benchmarks/device_run.sh \
-    memorization-init 60 rehearsal -- sweep memorization-init --device cpu --jobs 2; true"
+    memorization-lr 60 rehearsal -- sweep memorization-lr --device cpu --jobs 2; true"
 if [[ $compile == 1 ]]; then
     step compile-27 "^precompiled [1-9][0-9]* variant(s) in [0-9.]* s ([0-9]* processes)$" \
         env TRITON_CACHE_DIR="$logs/triton-cache" python3 benchmarks/triton_precompile.py --sweep runtime \

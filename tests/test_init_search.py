@@ -38,6 +38,17 @@ def test_the_memorization_search_fits_one_device_call():
     assert section.settings["time_limit_s"] + 60 <= section.timeout_s <= HARD_STOP_S - 15
 
 
+def test_the_learning_rate_spec_is_the_paper_lr_beside_1e_4_on_the_five_knobs_and_fits_one_call():
+    spec = load_spec("memorization-lr")
+    (section,) = spec.sections
+    cells = expand(spec, code="x", machine={})
+    (init,) = [c for c in load_spec("memorization-init").sections[0].configs if "input_std=3" in c]
+    assert spec.device == "cuda" and section.configs == (init,) and section.depths == (7, 10)
+    assert sorted(c.spec["lr"] for c in cells) == [1e-4, 1e-4, 1e-3, 1e-3]
+    assert section.settings["preset"] == "paper-memorization" and section.settings["max_samples"] >= 115_000
+    assert section.settings["time_limit_s"] + 60 <= section.timeout_s <= HARD_STOP_S - 15
+
+
 def test_default_cells_and_runs_keep_the_keys_they_had_before_the_knobs():
     """Computed at d081c5f, before the initialisation knobs: a knob at its default is not written
     into the configuration string, so the cells and records of default runs keep their keys."""

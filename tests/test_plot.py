@@ -543,3 +543,18 @@ def test_runs_at_two_learning_rates_are_two_lines_not_two_seeds(tmp_path):
     report = plot_results(None, out=tmp_path / "figures", root=root)
     lines = {f.sweep: f.lines for f in report.figures if f.task == "memorization"}
     assert lines == {"training": ["3d-cn lr=0.0001", "3d-cn lr=0.001"], "one": ["3d-cn"]}
+
+
+def test_a_shipped_spec_of_several_lrs_names_its_lines_and_missing_cells_by_lr(tmp_path):
+    """memorization-lr lists lr 1e-3 and 1e-4: a store with only the 1e-3 cell at L = 10 draws it as
+    the 1e-3 line and lists the other three cells as missing, by their lines."""
+    root = tmp_path / "store"
+    config = "3d-cn:cell_kernel=shift,input_init=normal,input_std=3,bias_init=torch7,recurrent_scale=2"
+    _write(root, "memorization-lr", {"id": "tr", "kind": "train", "task": "memorization", "config": config,
+                                     "depth": 10, "seed": 0, "channels": 100, "lr": 0.001, "metric": "accuracy",
+                                     "test_metric": 0.016, "solved": False, "samples_seen": 60_000})
+    report = plot_results(None, out=tmp_path / "figures", root=root)
+    (figure,) = [f for f in report.figures if f.task == "memorization"]
+    assert figure.lines == [f"{config} lr=0.001"]
+    assert sorted(figure.missing) == sorted(f"train {config} lr={lr} L={d}"
+                                            for lr, d in (("0.001", 7), ("0.0001", 7), ("0.0001", 10)))

@@ -100,6 +100,20 @@ def test_a_train_lr_is_in_its_cells_and_their_keys_and_only_when_given(tmp_path)
     assert not plain[0].label().endswith("lr=0.001")
 
 
+def test_a_list_of_lrs_is_an_axis_of_the_grid_and_only_lr_compares_numbers(tmp_path):
+    cells = expand(load_spec(write_spec(tmp_path, TRAIN_SPEC + "lr = [1e-3, 1e-4]\n")), code="v1")
+    assert [(c.spec["config"], c.spec["lr"]) for c in cells] == [
+        ("slstm", 1e-3), ("slstm", 1e-4), ("2d", 1e-3), ("2d", 1e-4)]
+    assert len({c.key for c in cells}) == 4
+    assert [c.spec["lr"] for c in select(cells, parse_filters(["lr=0.0001"]))] == [1e-4, 1e-4]
+    assert len(select(cells, parse_filters(["lr=1e-4,1e-3", "config=2d"]))) == 2
+    plain = expand(load_spec(write_spec(tmp_path, TRAIN_SPEC, "plain")), code="v1")
+    assert len(select(plain, parse_filters(["lr=1e-3"]))) == 2    # no lr given: the default, the paper's
+    assert select(plain, parse_filters(["lr=1e-4"])) == []
+    with pytest.raises(UserError, match=r"--only lr takes learning rates like lr=1e-3,1e-4, got 'fast'"):
+        parse_filters(["lr=fast"])
+
+
 def test_a_train_cell_trains_at_its_lr(tmp_path):
     from tlstm_bench.sweeps.cell import execute
 

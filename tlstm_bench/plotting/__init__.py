@@ -16,7 +16,7 @@ from ..results.frame import read_frame
 from ..results.store import workspace
 from .curves import draw_curves
 from .figures import TaskFigure, draw_task, several_implementations
-from .grid import sweep_file_grid
+from .grid import lr_line, sweep_file_grid
 from .positions import draw_positions
 from .tables import write_tables
 
@@ -49,11 +49,12 @@ def plot_results(sweeps: "list[str] | None" = None, *, out: "str | Path | None" 
     out = Path(out) if out is not None else workspace().figures
     frame = read_frame(sweeps, root=root)
     report = PlotReport(records=len(frame), notes=list(frame.attrs.get("notes", [])))
-    frame, split = lr_lines(frame)
-    for sweep in dict.fromkeys(frame["collection"]):
+    grids = {sweep: sweep_file_grid(sweep) for sweep in dict.fromkeys(frame["collection"])}
+    by_lr = {sweep for sweep, grid in grids.items() if any(" lr=" in c for c in grid.get("train", ([], []))[0])}
+    frame, split = lr_lines(frame, by_lr)
+    for sweep, expected in grids.items():
         rows = frame[frame["collection"] == sweep]
-        expected = sweep_file_grid(sweep)
-        if sweep in split:  # its lines are named by lr, the spec's configurations are not
+        if sweep in split - by_lr:  # its lines are named by lr, the spec's configurations are not
             expected = {kind: grid for kind, grid in expected.items() if kind != "train"}
         for task in sorted(rows["task"].unique(), key=lambda t: (t != "runtime", t)):
             these = rows[rows["task"] == task]
@@ -68,16 +69,17 @@ def plot_results(sweeps: "list[str] | None" = None, *, out: "str | Path | None" 
     return report
 
 
-def lr_lines(frame: pd.DataFrame) -> tuple[pd.DataFrame, set]:
+def lr_lines(frame: pd.DataFrame, sweeps: "set[str]" = frozenset()) -> tuple[pd.DataFrame, set]:
     """The frame with the training records of a collection and task that ran at several learning
-    rates named by theirs (``3d-cn lr=0.0001``), and those collections: a figure or table would
-    otherwise draw two runs that differ in ``--lr`` as two seeds of one configuration."""
+    rates (or of ``sweeps``: specs that list several) named by theirs (``3d-cn lr=0.0001``), and
+    those collections: a figure or table would otherwise draw two runs that differ in ``--lr`` as
+    two seeds of one configuration."""
     if "lr" not in frame or not len(frame):
         return frame, set()
     frame, split = frame.copy(), set()
     train = frame[(frame["kind"] == "train") & frame["lr"].notna()]
     for (collection, _), part in train.groupby(["collection", "task"], sort=False):
-        if part["lr"].nunique() > 1:
-            frame.loc[part.index, "config"] = [f"{c} lr={lr:g}" for c, lr in zip(part["config"], part["lr"])]
+        if part["lr"].nunique() > 1 or collection in sweeps:
+            frame.loc[part.index, "config"] = [lr_line(c, lr) for c, lr in zip(part["config"], part["lr"])]
             split.add(collection)
     return frame, split

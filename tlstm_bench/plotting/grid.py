@@ -29,7 +29,8 @@ class CellStatus:
 
 def sweep_file_grid(sweep: str) -> dict[str, tuple[list[str], list[int]]]:
     """{kind: (configs, depths)} from the shipped spec of ``sweep`` (the union of its tables of that
-    kind: ``[[runtime]]`` may give several); {} when there is none, or it is not a valid spec."""
+    kind: ``[[runtime]]`` may give several; a [train] table of several learning rates names its
+    lines by them, :func:`lr_line`); {} when there is none, or it is not a valid spec."""
     path = shipped_spec(sweep)
     if path is None or not path.is_file():
         return {}
@@ -40,9 +41,16 @@ def sweep_file_grid(sweep: str) -> dict[str, tuple[list[str], list[int]]]:
     grid: dict[str, tuple[list[str], list[int]]] = {}
     for section in spec.sections:
         configs, depths = grid.setdefault(section.kind, ([], []))
-        configs += [c for c in section.configs if c not in configs]
+        lrs = section.settings.get("lr", ()) if section.kind == "train" else ()
+        names = [lr_line(c, lr) for c in section.configs for lr in lrs] if len(lrs) > 1 else section.configs
+        configs += [c for c in names if c not in configs]
         depths += [d for d in section.depths if d not in depths]
     return grid
+
+
+def lr_line(config: str, lr: float) -> str:
+    """The line of a training run at one of several learning rates: ``3d-cn lr=0.0001``."""
+    return f"{config} lr={lr:g}"
 
 
 def cell_status(rows: pd.DataFrame, expected: "tuple[list[str], list[int]] | None" = None) -> CellStatus:

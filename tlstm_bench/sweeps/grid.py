@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..errors import UserError
 from ..results.provenance import code_version
 from ..results.schema import stable_hash, versioned_id
-from ..vocab import CUDA_IMPLEMENTATIONS, TASK_IO_WITHOUT_DATA, TIMING_VOCAB
+from ..vocab import CUDA_IMPLEMENTATIONS, LEARNING_RATE, TASK_IO_WITHOUT_DATA, TIMING_VOCAB
 from .spec import SweepSpec
 
 
@@ -150,12 +150,15 @@ def expand(spec: SweepSpec, *, code: str | None = None, device: str | None = Non
                                 "implementation": implementation, "timed_with": sorted(section.depths),
                                 **settings}, code, section.timeout_s))
         else:
+            settings = {k: v for k, v in section.settings.items() if k != "lr"}
+            lrs = [{"lr": lr} for lr in section.settings["lr"]] if "lr" in section.settings else [{}]
             for config in section.configs:
-                for depth in section.depths:
-                    for seed in section.seeds:
-                        cells.append(make_cell(spec.name, {
-                            **common, "config": config, "depth": depth, "seed": seed, **section.settings},
-                            code, section.timeout_s))
+                for lr in lrs:
+                    for depth in section.depths:
+                        for seed in section.seeds:
+                            cells.append(make_cell(spec.name, {
+                                **common, "config": config, "depth": depth, "seed": seed, **settings, **lr},
+                                code, section.timeout_s))
     _check_distinct(spec, cells)
     return cells
 
@@ -173,7 +176,7 @@ def _check_distinct(spec: SweepSpec, cells: list[Cell]) -> None:
 
 
 FILTER_KEYS = ("id", "key", "kind", "task", "config", "depth", "seed", "implementation", "channels", "budget",
-               "device", "preset")
+               "device", "preset", "lr")
 
 
 def parse_filters(only: "list[str] | tuple[str, ...]") -> dict[str, set[str]]:
@@ -188,7 +191,17 @@ def parse_filters(only: "list[str] | tuple[str, ...]") -> dict[str, set[str]]:
             raise UserError(f"--only: unknown key {name!r}; use one of {', '.join(FILTER_KEYS)}")
         split = split_configs if name == "config" else (lambda text: text.split(","))
         filters.setdefault(name, set()).update(v.strip() for v in split(values) if v.strip())
+    for value in filters.get("lr", ()):
+        if _number(value) is None:
+            raise UserError(f"--only lr takes learning rates like lr=1e-3,1e-4, got {value!r}")
     return filters
+
+
+def _number(text) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
 
 
 def split_configs(text: str) -> list[str]:
@@ -213,6 +226,10 @@ def select(cells: list[Cell], filters: dict[str, set[str]]) -> list[Cell]:
 
     def ok(cell: Cell) -> bool:
         for name, wanted in filters.items():
+            if name == "lr":  # as numbers (1e-4 is 0.0001); a cell that names none trains at the default
+                if cell.kind != "train" or cell.spec.get("lr", LEARNING_RATE) not in {_number(w) for w in wanted}:
+                    return False
+                continue
             have = value(cell, name)
             if name in ("id", "key"):
                 if not any(have.startswith(w) for w in wanted):

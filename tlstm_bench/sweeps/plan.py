@@ -133,7 +133,8 @@ def _settings_text(s: dict) -> str:
     parts = [given.get("preset"), given.get("max_samples") and f"{given['max_samples']:,} samples",
              given.get("epochs") and f"{given['epochs']} epochs",
              given.get("batch_size") and f"batch {given['batch_size']}",
-             given.get("early_stopping") is not None and f"early_stopping={given['early_stopping']}"]
+             given.get("early_stopping") is not None and f"early_stopping={given['early_stopping']}",
+             given.get("lr") is not None and f"lr={given['lr']:g}"]
     return ", ".join([p for p in parts if p] + [f"{k}={v}" for k, v in s.get("options", {}).items()])
 
 

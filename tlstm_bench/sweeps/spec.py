@@ -20,7 +20,8 @@ override ``configs``, ``depths``, ``seeds``, ``budget``/``channels`` and ``timeo
     [train]
     preset = "memorization"          # a name in tlstm_bench.training.PRESETS
     max_samples = 5000000            # optional: epochs, batch_size, eval_every
-    lr = 1e-4                        # optional: Adam's learning rate (default the paper's 0.001)
+    lr = 1e-4                        # optional: Adam's learning rate (default the paper's 0.001), or
+                                     # a list of them, [1e-3, 1e-4]: one cell each
     time_limit_s = 480               # optional: each cell stops training after this, keeping its record
     early_stopping = false           # optional: stop early on valid (default: the preset's)
     options = { symbols = 20 }       # task options, passed on to train()
@@ -312,10 +313,7 @@ def _train_settings(check: _Checker, table: dict, top: dict, check_values: bool)
     if "time_limit_s" in table:
         settings["time_limit_s"] = check.number("train.time_limit_s", table["time_limit_s"], MAX_TIMEOUT_S)
     if "lr" in table:  # in a cell's spec (and key) only when given: the specs without it keep their cells
-        value = table["lr"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise check.error("train.lr", "must be a positive number, Adam's learning rate (like 1e-4)", value)
-        settings["lr"] = float(value)
+        settings["lr"] = _learning_rates(check, table["lr"])
     if "early_stopping" in table:
         if not isinstance(table["early_stopping"], bool):
             raise check.error("train.early_stopping", "must be true or false", table["early_stopping"])
@@ -331,6 +329,18 @@ def _train_settings(check: _Checker, table: dict, top: dict, check_values: bool)
     settings["options"] = dict(sorted(options.items()))
     settings.update(_precision(check, "train", table))
     return settings
+
+
+def _learning_rates(check: _Checker, value) -> tuple[float, ...]:
+    """``lr``: one learning rate, or a list of them (an axis of the grid, like the depths)."""
+    items = value if isinstance(value, list) and value else [value]
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item) or item <= 0:
+            raise check.error("train.lr", "must be a positive number, Adam's learning rate (like 1e-4), or a "
+                              "list of them", value)
+    if len(set(items)) != len(items):
+        raise check.error("train.lr", "must not repeat a value", value)
+    return tuple(float(item) for item in items)
 
 
 def _runtime_settings(check: _Checker, table: dict) -> dict:
@@ -395,7 +405,7 @@ def _check_cell_count(path: Path, data: dict) -> None:
         for table in tables if isinstance(tables, list) else [tables]:
             if isinstance(table, dict):
                 count += (length(table, "configs") * length(table, "depths") * length(table, "seeds")
-                          * (length(table, "implementations") if kind == "runtime" else 1))
+                          * length(table, "implementations" if kind == "runtime" else "lr"))
     if count > MAX_CELLS:
         raise UserError(f"{path}: the grid has {count:,} cells, above the limit of {MAX_CELLS:,}; use fewer "
                         "configs, depths or seeds, or split it into several specs")
