@@ -169,6 +169,18 @@ def test_dry_run_is_one_line_per_cell_at_80_columns(tmp_path):
     assert "train cells: memorization-small, 7,500 samples" in result.output
 
 
+def test_a_one_cell_plan_in_blocks_breaks_its_configuration_between_knobs(tmp_path):
+    """One cell of memorization-lr: its plan is one block, ``header  value`` a line; the knob
+    string breaks after a comma, as in a table, instead of running past 80 columns."""
+    text = invoke(["sweep", "memorization-lr", "--dry-run", "--only", "lr=1e-4", "--only", "depth=10",
+                   "--results-dir", str(tmp_path)])
+    assert_within(text, 80)  # the spec's path, whole, may run long on a line of its own
+    assert "1 cell, 0 done" in text and "lr=0.0001" in text
+    config = [line for line in text.splitlines() if line.startswith("config") or line.startswith("      ")]
+    assert config[0].startswith("config    3d-cn:cell_kernel=shift,") and len(config) >= 2
+    assert "".join(line.strip() for line in config).endswith("bias_init=torch7,recurrent_scale=2")
+
+
 def test_a_sweep_run_and_its_summary_fit_80_columns(tmp_path, fake_env):
     from sweep_helpers import FAKE, RUNTIME_SPEC, write_spec
 

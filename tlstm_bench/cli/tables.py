@@ -135,18 +135,23 @@ def _blocks(console: Console, table) -> None:
     """One block per row, ``header  value`` a line; a header-less table (a model card): one line
     per row, its first cell as the label, a blank line between sections."""
     if table.header:
-        records = [[(c.header, _text(cell)) for c, cell in zip(table.columns, row)] for row in table.rows]
+        records = [[(c.header, _text(cell), c.breaks) for c, cell in zip(table.columns, row)] for row in table.rows]
     else:
-        records = [[(_text(row[0]).plain, Text("  ").join(map(_text, row[1:])))] for row in table.rows]
-    label = max((cell_len(name) for record in records for name, _ in record), default=0)
+        records = [[(_text(row[0]).plain, Text("  ").join(map(_text, row[1:])), "")] for row in table.rows]
+    label = max((cell_len(name) for record in records for name, _, _ in record), default=0)
     beside = label + 2 + 8 <= console.width  # room for a short value beside; else it goes under its label
+    indent = label + 2 if beside else 2
     for i, record in enumerate(records):
         if i and (table.header or i in table.sections):
             console.print()
-        for name, value in record:
-            value = Text(" ").join(value.split("\n"))
+        for name, value, breaks in record:
+            # a configuration breaks after its commas, as in a table; other text wraps between words
+            lines = (broken(Text(" ").join(value.split("\n")), breaks, console.width - indent).split("\n")
+                     if breaks else [Text(" ").join(value.split("\n"))])
             if beside:
-                say(console, Text(name.ljust(label + 2), style="bold") + value, hanging=label + 2)
+                say(console, Text(name.ljust(indent), style="bold") + lines[0], hanging=indent)
             else:
                 say(console, Text(name, style="bold"))
-                say(console, Text("  ") + value)
+                say(console, Text(" " * indent) + lines[0])
+            for line in lines[1:]:
+                say(console, Text(" " * indent) + line, hanging=indent)

@@ -99,7 +99,7 @@ def plan_title(plan: Plan, *, retry_failed: bool = False) -> str:
     """What every cell shares (the task, the device) and the counts of each state."""
     devices = sorted({c.spec["device"] for c in plan.cells})
     title = (f"sweep {plan.spec.name} ({plan.spec.path}), task {plan.spec.task} on {', '.join(devices)}: "
-             f"{len(plan.cells)} cells, {plan.count('done')} done, {plan.count('failed')} failed, "
+             f"{len(plan.cells)} cell{'s' if len(plan.cells) != 1 else ''}, {plan.count('done')} done, {plan.count('failed')} failed, "
              f"{plan.count('running')} running elsewhere, {len(plan.to_run(retry_failed))} to run"
              + (f" ({_cut_text(plan.count('cut'))})" if plan.count("cut") else ""))
     return title + (f"; {left_out_text(plan.left_out)}" if plan.left_out else "")
