@@ -333,14 +333,14 @@ def _train_settings(check: _Checker, table: dict, top: dict, check_values: bool)
 
 def _learning_rates(check: _Checker, value) -> tuple[float, ...]:
     """``lr``: one learning rate, or a list of them (an axis of the grid, like the depths)."""
-    items = value if isinstance(value, list) and value else [value]
-    for item in items:
-        if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item) or item <= 0:
-            raise check.error("train.lr", "must be a positive number, Adam's learning rate (like 1e-4), or a "
-                              "list of them", value)
+    try:  # checks.number: a finite number above 0, as `train --lr` takes
+        items = tuple(checks.number(item, "lr") for item in (value if isinstance(value, list) and value else [value]))
+    except UserError:
+        raise check.error("train.lr", "must be a positive number, Adam's learning rate (like 1e-4), or a "
+                          "list of them", value) from None
     if len(set(items)) != len(items):
         raise check.error("train.lr", "must not repeat a value", value)
-    return tuple(float(item) for item in items)
+    return items
 
 
 def _runtime_settings(check: _Checker, table: dict) -> dict:
