@@ -49,6 +49,19 @@ def test_the_learning_rate_spec_is_the_paper_lr_beside_1e_4_on_the_five_knobs_an
     assert section.settings["time_limit_s"] + 60 <= section.timeout_s <= HARD_STOP_S - 15
 
 
+def test_the_issue_29_call_resumes_the_spec_s_l7_cell_at_lr_1e_4_with_its_caps():
+    """benchmarks/issue29_call.sh resumes the CPU's L = 7 run beside the sweep: the same five knobs,
+    preset, samples cap and time limit as memorization-lr's L = 7, lr 1e-4 cell, so that its record
+    reads beside that cell's (a checkpoint of other settings would be refused by its key)."""
+    text = (REPO / "benchmarks" / "issue29_call.sh").read_text()
+    (section,) = load_spec("memorization-lr").sections
+    (config,) = section.configs
+    assert f"K5={config}\n" in text
+    assert f"--preset {section.settings['preset']}" in text and "-L 7 --lr 1e-4" in text
+    assert f"--max-samples {section.settings['max_samples']} --time-limit {section.settings['time_limit_s']:g}" in text
+    assert subprocess.run(["bash", "-n", str(REPO / "benchmarks" / "issue29_call.sh")]).returncode == 0
+
+
 def test_default_cells_and_runs_keep_the_keys_they_had_before_the_knobs():
     """Computed at d081c5f, before the initialisation knobs: a knob at its default is not written
     into the configuration string, so the cells and records of default runs keep their keys."""
