@@ -13,7 +13,7 @@
 #
 # For example (docs/fidelity.md, "The initialisation search"):
 #   bash benchmarks/device_run.sh memorization-lr S SHA -- sweep memorization-lr --jobs 4
-#       # S about 400: after issue 28's call (docs/gpu-evidence.md)
+#       # S about 400: after issue 28's call; benchmarks/issue29_call.sh runs it (docs/gpu-evidence.md)
 #   bash benchmarks/device_run.sh memorization-init 560 SHA -- sweep memorization-init --jobs 8
 #   bash benchmarks/device_run.sh memorization-init S SHA -- sweep memorization-init --jobs 2 \
 #       --only depth=7,10 --only config=3d-cn:cell_kernel=shift,input_init=normal,input_std=3,bias_init=torch7,recurrent_scale=2
