@@ -16,10 +16,11 @@ for d in map(json.loads, (run / "kept.jsonl").read_text().splitlines()):
     measured.setdefault(d["file"], d)  # a checkpoint measured twice (two processes) counts once
 rows = []
 for name, d in sorted(measured.items()):
-    payload = torch.load(run / "C" / "kept" / name, map_location="cpu", weights_only=True)
-    samples = payload["counters"]["samples"]
+    samples = int(name.removeprefix("checkpoint-").removesuffix(".pt"))  # kept_path's name: no load to skip it
     if samples <= after or (run.name, samples) in have:
         continue
+    payload = torch.load(run / "C" / "kept" / name, map_location="cpu", weights_only=True)
+    assert payload["counters"]["samples"] == samples, name
     last = payload["counters"]["history"][-1] if payload["counters"]["history"] else {}
     row = {"run": run.name, "depth": depth, "lr": lr, "file": name, "samples": samples,
            "last_eval_samples": last.get("samples"), "test_metric": last.get("metric"), "test_loss": last.get("loss"),
