@@ -193,6 +193,11 @@ def test_prints_the_committed_evidence_at_80_columns(monkeypatch):
     memo = " ".join(_table_rows(lines)["memorization, L=10"])
     assert "not reproduced" in memo and "158.7K" in memo and "H100" in memo
     assert sum("not run here" in line for line in lines) >= 5
+    # the CPU probe that solved L = 7 at 115.5K ran at lr 1e-4 to 96K and at the paper's 1e-3 after, and its
+    # record says 1e-3: it lies where claims does not read (init_search/probes/), so this row stays the 1e-3 runs'
+    memo7 = " ".join(_table_rows(lines)["memorization, L=7"])
+    assert "not reproduced" in memo7 and "115.5K" not in memo7
+    assert list((REPO / "results/evidence/cpu/init_search/probes").glob("*then-1e-3*.json"))
 
 
 def test_a_folder_without_records_is_a_one_line_error(tmp_path):
