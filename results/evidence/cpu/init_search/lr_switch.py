@@ -5,14 +5,15 @@ resumed run writes says LR for the whole run, so it is not put where `claims` re
 import sys
 from pathlib import Path
 
-import torch
+from tlstm_bench.training.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 
 src, dest, lr = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
-saved = torch.load(src, map_location="cpu", weights_only=True)
+saved = load_checkpoint(src)  # checked as train checks it; written back atomically, as train writes it
 was = saved["key"]["lr"]
 saved["key"]["lr"] = lr
 for group in saved["optimizer"]["param_groups"]:
     group["lr"] = lr
-dest.mkdir(parents=True, exist_ok=True)
-torch.save(saved, dest / "checkpoint.pt")
-print(f"{src.name}: sample {saved['counters']['samples']}, lr {was} -> {lr}, into {dest / 'checkpoint.pt'}")
+out = checkpoint_path(dest)
+out.parent.mkdir(parents=True, exist_ok=True)
+save_checkpoint(out, saved)
+print(f"{src.name}: sample {saved['counters']['samples']}, lr {was} -> {lr}, into {out}")

@@ -12,24 +12,24 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 HERE = Path(__file__).parent
-RUNS = {  # run name in lr-long.jsonl: (its record, label, colour)
-    "c7lr4": (HERE.parent / "store" / "training" / "paper-memorization-3d-cn-init5-L7-s0-lr1e-4-cap172500.json",
-              "lr 1e-4 throughout", "tab:brown"),
-    "c7sw3": (HERE / "probes" / "paper-memorization-3d-cn-init5-L7-s0-lr1e-4-then-1e-3-from96000.json",
-              "lr 1e-4, then 1e-3 from 96,000", "tab:pink"),
-}
 FROM, SWITCH = 84_000, 96_000
+RUNS = {  # run name in lr-long.jsonl: (its record, label, colour, the samples it is drawn from)
+    "c7lr4": (HERE.parent / "store" / "training" / "paper-memorization-3d-cn-init5-L7-s0-lr1e-4-cap172500.json",
+              "lr 1e-4 throughout", "tab:brown", FROM),
+    "c7sw3": (HERE / "probes" / "paper-memorization-3d-cn-init5-L7-s0-lr1e-4-then-1e-3-from96000.json",
+              "lr 1e-4, then 1e-3 from 96,000", "tab:pink", SWITCH),
+}
 
 rows = [json.loads(line) for line in (HERE / "lr-long.jsonl").read_text().splitlines()]
+at_switch = [r for r in rows if r["run"] == "c7lr4" and r["samples"] == SWITCH]  # where c7sw3 starts; measured once
 fig, (acc, grad) = plt.subplots(1, 2, figsize=(10, 3.9))
-for run, (record, label, colour) in RUNS.items():
-    history = json.loads(record.read_text())["history"]
-    evals = [e for e in history if e["samples"] >= (FROM if run == "c7lr4" else SWITCH)]
+for run, (record, label, colour, start) in RUNS.items():
+    evals = [e for e in json.loads(record.read_text())["history"] if e["samples"] >= start]
     acc.plot([e["samples"] / 1000 for e in evals], [100 * e["metric"] for e in evals], color=colour, label=label)
     solved = [e for e in evals if e.get("sequence_accuracy") == 1.0][:1]
     acc.plot([e["samples"] / 1000 for e in solved], [100 for _ in solved], color=colour, marker="o", linestyle="")
-    measured = sorted((r for r in rows if r["samples"] >= FROM and (r["run"] == run or (
-        run == "c7sw3" and r["run"] == "c7lr4" and r["samples"] == SWITCH))), key=lambda r: r["samples"])
+    measured = sorted((r for r in rows if r["run"] == run and r["samples"] >= start), key=lambda r: r["samples"])
+    measured = (at_switch if run == "c7sw3" else []) + measured
     grad.semilogy([r["samples"] / 1000 for r in measured], [r["median"] for r in measured], color=colour,
                   marker=".", label=label)
 for ax in (acc, grad):
