@@ -71,15 +71,17 @@ def plot_results(sweeps: "list[str] | None" = None, *, out: "str | Path | None" 
 
 def lr_lines(frame: pd.DataFrame, sweeps: "set[str]" = frozenset()) -> tuple[pd.DataFrame, set]:
     """The frame with the training records of a collection and task that ran at several learning
-    rates (or of ``sweeps``: specs that list several) named by theirs (``3d-cn lr=0.0001``), and
-    those collections: a figure or table would otherwise draw two runs that differ in ``--lr`` as
-    two seeds of one configuration."""
+    rates or warm-ups (or of ``sweeps``: specs that list several) named by theirs (``3d-cn
+    lr=0.0001``, ``3d-cn lr=0.001 warmup=linear:10000``), and those collections: a figure or table
+    would otherwise draw two runs that differ in ``--lr`` as two seeds of one configuration."""
     if "lr" not in frame or not len(frame):
         return frame, set()
     frame, split = frame.copy(), set()
     train = frame[(frame["kind"] == "train") & frame["lr"].notna()]
     for (collection, _), part in train.groupby(["collection", "task"], sort=False):
-        if part["lr"].nunique() > 1 or collection in sweeps:
-            frame.loc[part.index, "config"] = [lr_line(c, lr) for c, lr in zip(part["config"], part["lr"])]
+        warmups = part["lr_warmup"] if "lr_warmup" in part else [None] * len(part)
+        settings = [(lr, w if isinstance(w, str) else None) for lr, w in zip(part["lr"], warmups)]  # NaN: none
+        if len(set(settings)) > 1 or collection in sweeps:
+            frame.loc[part.index, "config"] = [lr_line(c, lr, w) for c, (lr, w) in zip(part["config"], settings)]
             split.add(collection)
     return frame, split

@@ -156,11 +156,15 @@ def _base(config: str) -> str:
 
 
 def _matches(claim: Claim, frame: pd.DataFrame) -> list[dict]:
-    """The train records of the claim's task, model, depth and settings, as dicts."""
+    """The train records of the claim's task, model, depth and settings, as dicts; none with a
+    learning-rate warm-up (``lr_warmup``: not the paper's setting, which trains at its lr from the
+    first step)."""
     rows = frame[(frame["kind"] == "train") & (frame["task"] == claim.task) & (frame["depth"] == claim.depth)
                  & (frame["config"].map(_base) == THE_MODEL)]
     out = []
     for record in rows.to_dict("records"):
+        if _value(record, "lr_warmup") is not None:
+            continue
         options = record.get("task_options") or {}
         if all(options.get(k) == v for k, v in claim.match.get("task_options", {}).items()) and all(
                 record.get(k) == v for k, v in claim.match.items() if k != "task_options"):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..errors import UserError
+from ..vocab import LEARNING_RATE
 from ..results.frame import config_order
 from ..sweeps.spec import load_spec, shipped_spec
 
@@ -41,16 +42,20 @@ def sweep_file_grid(sweep: str) -> dict[str, tuple[list[str], list[int]]]:
     grid: dict[str, tuple[list[str], list[int]]] = {}
     for section in spec.sections:
         configs, depths = grid.setdefault(section.kind, ([], []))
-        lrs = section.settings.get("lr", ()) if section.kind == "train" else ()
-        names = [lr_line(c, lr) for c in section.configs for lr in lrs] if len(lrs) > 1 else section.configs
+        train = section.kind == "train"
+        lrs = section.settings.get("lr", (LEARNING_RATE,)) if train else ()
+        warmups = section.settings.get("lr_warmup", (None,)) if train else ()
+        names = ([lr_line(c, lr, w) for c in section.configs for lr in lrs for w in warmups]
+                 if len(lrs) * len(warmups) > 1 else section.configs)
         configs += [c for c in names if c not in configs]
         depths += [d for d in section.depths if d not in depths]
     return grid
 
 
-def lr_line(config: str, lr: float) -> str:
-    """The line of a training run at one of several learning rates: ``3d-cn lr=0.0001``."""
-    return f"{config} lr={lr:g}"
+def lr_line(config: str, lr: float, warmup: "str | None" = None) -> str:
+    """The line of a training run at one of several learning rates (or warm-ups):
+    ``3d-cn lr=0.0001``, ``3d-cn lr=0.001 warmup=linear:10000``."""
+    return f"{config} lr={lr:g}" + (f" warmup={warmup}" if warmup else "")
 
 
 def cell_status(rows: pd.DataFrame, expected: "tuple[list[str], list[int]] | None" = None) -> CellStatus:

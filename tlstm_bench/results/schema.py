@@ -95,6 +95,7 @@ class Train(TypedDict, total=False):
     task_info: dict
     batch_size: int
     lr: float
+    lr_warmup: Optional[str]     # how the lr rose to lr (warmup.py: linear:20000, ...); null: none, the paper's
     forget_bias: float
     max_samples: Optional[int]
     epochs: Optional[int]
@@ -162,10 +163,13 @@ def versioned_id(key: str, code_version: str) -> str:
 
 def record_key(record: dict) -> str:
     """The key of a record without one: a hash of the fields that determine its result. A
-    ``precision`` other than ieee enters it too (ieee leaves it as before the field existed)."""
+    ``precision`` other than ieee, and a learning-rate warm-up, enter it too (without them it is
+    the key it was before those fields existed)."""
     key = stable_hash({name: record.get(name) for name in KEY_FIELDS.get(record.get("kind"), ())})
     if record.get("precision") not in (None, "ieee"):
         key = stable_hash({"key": key, "precision": record["precision"]})
+    if record.get("lr_warmup") is not None:
+        key = stable_hash({"key": key, "lr_warmup": record["lr_warmup"]})
     return key
 
 

@@ -32,7 +32,7 @@ DEFAULT_COLUMNS = {
 }
 HEADERS = {"depth": "L", "implementation": "impl", "channels": "M", "ms_per_step": "ms/step", "ms_iqr": "IQR",
            "samples_to_solve": "solved at", "test_metric": "test", "valid_metric": "valid",
-           "test_by_position": "% by answer"}
+           "test_by_position": "% by answer", "lr_warmup": "warm-up"}
 
 NOT_CAUSAL = "†"
 UNKNOWN_CAUSAL = "?"
@@ -254,7 +254,7 @@ def _caption(rows: pd.DataFrame) -> list[str]:
     """What every row shares, in parts each kept on one line where it fits: the settings, each
     device with its torch version (``;`` between devices), the code version."""
     settings = (_common(rows, "seq_len", "T={}") + _common(rows, "preset", "preset {}")
-                + _common(rows, "lr", "lr {}"))
+                + _common(rows, "lr", "lr {}") + _common(rows, "lr_warmup", "warm-up {}"))
     unique = rows[["device_name", "device", "torch_version"]].drop_duplicates()
     devices = []
     for name, device, torch_version in unique.itertuples(index=False):
@@ -289,8 +289,9 @@ def build_view(frame: pd.DataFrame, *, columns: "list[str] | None" = None, wide:
             shown = present_columns(rows)
         else:
             shown = [c for c in default_columns(kind) if c in rows.columns]
-            if "lr" in rows and rows["lr"].nunique() > 1 and "seed" in shown:  # two lrs: not two seeds of one run
-                shown.insert(shown.index("seed") + 1, "lr")
+            for column in ("lr_warmup", "lr"):  # two lrs or warm-ups: not two seeds of one run
+                if column in rows and rows[column].nunique(dropna=False) > 1 and "seed" in shown:
+                    shown.insert(shown.index("seed") + 1, column)
         what = f"{kind} records" + (f", task {task}" if task not in (kind, "runtime") else "")
         title = f"{collection}: {what} ({len(rows)})"
         table = TableView(title=title, caption=_caption(rows))

@@ -17,6 +17,7 @@ from ..errors import UserError
 from ..results.provenance import code_version
 from ..results.schema import stable_hash, versioned_id
 from ..vocab import CUDA_IMPLEMENTATIONS, LEARNING_RATE, TASK_IO_WITHOUT_DATA, TIMING_VOCAB
+from ..warmup import NONE, canonical_warmup
 from .spec import SweepSpec
 
 
@@ -46,6 +47,8 @@ class Cell:
             extra = f" impl={s['implementation']}"
         if s.get("lr") is not None:
             extra += f" lr={s['lr']:g}"
+        if s.get("lr_warmup") is not None:
+            extra += f" warmup={s['lr_warmup']}"
         return f"{s['kind']} {s['task']} {s['config']} L={s['depth']} seed={s['seed']} {size}{extra}"
 
 
@@ -150,8 +153,11 @@ def expand(spec: SweepSpec, *, code: str | None = None, device: str | None = Non
                                 "implementation": implementation, "timed_with": sorted(section.depths),
                                 **settings}, code, section.timeout_s))
         else:
-            settings = {k: v for k, v in section.settings.items() if k != "lr"}
+            settings = {k: v for k, v in section.settings.items() if k not in ("lr", "lr_warmup")}
+            # lr and lr_warmup: axes, in a cell's spec (and key) only when given (a warm-up: when not "none")
             lrs = [{"lr": lr} for lr in section.settings["lr"]] if "lr" in section.settings else [{}]
+            warmups = [{"lr_warmup": w} if w is not None else {} for w in section.settings.get("lr_warmup", (None,))]
+            lrs = [{**lr, **warmup} for lr in lrs for warmup in warmups]
             for config in section.configs:
                 for lr in lrs:
                     for depth in section.depths:
@@ -176,7 +182,7 @@ def _check_distinct(spec: SweepSpec, cells: list[Cell]) -> None:
 
 
 FILTER_KEYS = ("id", "key", "kind", "task", "config", "depth", "seed", "implementation", "channels", "budget",
-               "device", "preset", "lr")
+               "device", "preset", "lr", "lr_warmup")
 
 
 def parse_filters(only: "list[str] | tuple[str, ...]") -> dict[str, set[str]]:
@@ -194,7 +200,13 @@ def parse_filters(only: "list[str] | tuple[str, ...]") -> dict[str, set[str]]:
     for value in filters.get("lr", ()):
         if _number(value) is None:
             raise UserError(f"--only lr takes learning rates like lr=1e-3,1e-4, got {value!r}")
+    _warmup_texts(filters.get("lr_warmup", set()))  # a bad warm-up: its one-line error now
     return filters
+
+
+def _warmup_texts(wanted: set[str]) -> set[str]:
+    """``--only lr_warmup=`` values as cells name them (``linear:20_000`` is ``linear:20000``)."""
+    return {canonical_warmup(w, "--only lr_warmup") or NONE for w in wanted}
 
 
 def _number(text) -> float | None:
@@ -228,6 +240,10 @@ def select(cells: list[Cell], filters: dict[str, set[str]]) -> list[Cell]:
         for name, wanted in filters.items():
             if name == "lr":  # as numbers (1e-4 is 0.0001); a cell that names none trains at the default
                 if cell.kind != "train" or cell.spec.get("lr", LEARNING_RATE) not in {_number(w) for w in wanted}:
+                    return False
+                continue
+            if name == "lr_warmup":  # as written by warmup.py ("none": a cell with none)
+                if cell.kind != "train" or str(cell.spec.get("lr_warmup", NONE)) not in _warmup_texts(wanted):
                     return False
                 continue
             have = value(cell, name)

@@ -134,7 +134,8 @@ def _settings_text(s: dict) -> str:
              given.get("epochs") and f"{given['epochs']} epochs",
              given.get("batch_size") and f"batch {given['batch_size']}",
              given.get("early_stopping") is not None and f"early_stopping={given['early_stopping']}",
-             given.get("lr") is not None and f"lr={given['lr']:g}"]
+             given.get("lr") is not None and f"lr={given['lr']:g}",
+             given.get("lr_warmup") is not None and f"warm-up {given['lr_warmup']}"]
     return ", ".join([p for p in parts if p] + [f"{k}={v}" for k, v in s.get("options", {}).items()])
 
 

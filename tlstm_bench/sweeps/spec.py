@@ -22,6 +22,8 @@ override ``configs``, ``depths``, ``seeds``, ``budget``/``channels`` and ``timeo
     max_samples = 5000000            # optional: epochs, batch_size, eval_every
     lr = 1e-4                        # optional: Adam's learning rate (default the paper's 0.001), or
                                      # a list of them, [1e-3, 1e-4]: one cell each
+    lr_warmup = "linear:20000"       # optional: a warm-up to lr (train --lr-warmup), or a list
+                                     # of them crossed with lr; "none" for none (the default)
     time_limit_s = 480               # optional: each cell stops training after this, keeping its record
     early_stopping = false           # optional: stop early on valid (default: the preset's)
     options = { symbols = 20 }       # task options, passed on to train()
@@ -82,7 +84,7 @@ MAX_CELLS = 10_000
 _GRID_KEYS = ("configs", "depths", "seeds", "budget", "channels", "timeout_s")
 _TOP_KEYS = {"description", "task", "device", *_GRID_KEYS, "train", "runtime"}
 _TRAIN_KEYS = {"preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping", "options",
-               "time_limit_s", "precision", "lr", *_GRID_KEYS}
+               "time_limit_s", "precision", "lr", "lr_warmup", *_GRID_KEYS}
 _RUNTIME_KEYS = {"seq_len", "repeats", "warmup", "implementations", "threads", "dtype", "vocab",
                  "input_size", "output_size", "precision", *_GRID_KEYS}
 
@@ -314,6 +316,8 @@ def _train_settings(check: _Checker, table: dict, top: dict, check_values: bool)
         settings["time_limit_s"] = check.number("train.time_limit_s", table["time_limit_s"], MAX_TIMEOUT_S)
     if "lr" in table:  # in a cell's spec (and key) only when given: the specs without it keep their cells
         settings["lr"] = _learning_rates(check, table["lr"])
+    if "lr_warmup" in table:  # as lr; a cell's spec names one only when it is not "none"
+        settings["lr_warmup"] = _warmups(check, table["lr_warmup"])
     if "early_stopping" in table:
         if not isinstance(table["early_stopping"], bool):
             raise check.error("train.early_stopping", "must be true or false", table["early_stopping"])
@@ -341,6 +345,22 @@ def _learning_rates(check: _Checker, value) -> tuple[float, ...]:
     if len(set(items)) != len(items):
         raise check.error("train.lr", "must not repeat a value", value)
     return items
+
+
+def _warmups(check: _Checker, value) -> tuple["str | None", ...]:
+    """``lr_warmup``: one warm-up (tlstm_bench/warmup.py) or a list of them, each canonical, None for "none"."""
+    from ..warmup import USAGE, canonical_warmup
+
+    items = value if isinstance(value, list) and value else [value]
+    if not all(isinstance(item, str) for item in items):
+        raise check.error("train.lr_warmup", f"must be a warm-up {USAGE}, \"none\", or a list of them", value)
+    try:
+        warmups = tuple(canonical_warmup(item, "train.lr_warmup") for item in items)
+    except UserError as exc:
+        raise UserError(f"{check.path}: {exc}") from None
+    if len(set(warmups)) != len(warmups):
+        raise check.error("train.lr_warmup", "must not repeat a warm-up", value)
+    return warmups
 
 
 def _runtime_settings(check: _Checker, table: dict) -> dict:
@@ -405,7 +425,8 @@ def _check_cell_count(path: Path, data: dict) -> None:
         for table in tables if isinstance(tables, list) else [tables]:
             if isinstance(table, dict):
                 count += (length(table, "configs") * length(table, "depths") * length(table, "seeds")
-                          * length(table, "implementations" if kind == "runtime" else "lr"))
+                          * length(table, "implementations" if kind == "runtime" else "lr")
+                          * (length(table, "lr_warmup") if kind == "train" else 1))
     if count > MAX_CELLS:
         raise UserError(f"{path}: the grid has {count:,} cells, above the limit of {MAX_CELLS:,}; use fewer "
                         "configs, depths or seeds, or split it into several specs")

@@ -52,6 +52,7 @@ from ..tasks import Task
 from ..vocab import torch_device
 from .checkpoint import (Counters, RunState, checkpoint_path, keep_copy, kept_path, load_checkpoint,
                          save_checkpoint)
+from ..warmup import parse_warmup
 from .settings import TrainSettings
 
 
@@ -114,8 +115,17 @@ NO_METRICS = {"valid_metric": None, "test_metric": None, "sequence_accuracy": No
 # Why a run stopped where running it again goes on (with a larger limit, more time, a later deadline).
 EXTENDABLE = ("max_samples", "epochs", "time_limit", "deadline")
 
-# What a checkpoint must match to be resumed (a subset of the record's identity).
+# What a checkpoint must match to be resumed (a subset of the record's identity); a warm-up
+# (``lr_warmup``) too when the run has one, so that the checkpoints of runs without one still fit.
 CHECKPOINT_KEY = ("config", "task", "task_options", "depth", "channels", "batch_size", "seed", "lr")
+
+
+def checkpoint_key(record: dict) -> dict:
+    """What of a run's identity its checkpoint must match (:data:`CHECKPOINT_KEY`, and the warm-up)."""
+    key = {k: record[k] for k in CHECKPOINT_KEY}
+    if record.get("lr_warmup") is not None:
+        key["lr_warmup"] = record["lr_warmup"]
+    return key
 
 
 def _identity(model, task: Task, s: TrainSettings, device: torch.device) -> dict:
@@ -130,14 +140,16 @@ def _identity(model, task: Task, s: TrainSettings, device: torch.device) -> dict
         "channels": model.channels, "tensor_size": model.tensor_size,
         "params": sum(p.numel() for p in model.parameters()), "budget": s.budget,
         "task_options": task.options(), "task_info": task.describe(), "metric": task.metric,
-        "batch_size": s.batch_size, "lr": s.lr, "forget_bias": task.forget_bias, "max_samples": s.max_samples,
+        "batch_size": s.batch_size, "lr": s.lr, "lr_warmup": s.lr_warmup, "forget_bias": task.forget_bias,
+        "max_samples": s.max_samples,
         "epochs": s.epochs, "eval_every": s.eval_every, "patience": s.patience if s.early_stopping else None,
         "early_stopping": s.early_stopping if not task.online else None, "sample_unit": task.sample_unit,
         "implementation": model.implementation, "seed": s.seed, "flush_denormal": True, "device": device.type,
         "init": model.arch.init, "time_limit_s": s.time_limit_s,
     }
     # The initialisation knobs are in the config string (and so in the key); the time limit is not.
-    head["precision"] = s.precision  # in every record; in the key only when not ieee (record_key)
+    # The precision and the warm-up are in every record, in the key only when not the default (record_key).
+    head["precision"] = s.precision
     head["key"] = record_key(head)
     head["id"] = versioned_id(head["key"], code_version())
     return head
@@ -180,8 +192,8 @@ class Trainer:
         optimizer = torch.optim.Adam(model.parameters(), lr=s.lr)
         stream = task.train_stream(s.batch_size, s.seed)
         self.record = _identity(model, task, s, device)
-        key = {k: self.record[k] for k in CHECKPOINT_KEY}
-        self.state = RunState(key, model, optimizer, stream)
+        self.state = RunState(checkpoint_key(self.record), model, optimizer, stream)
+        self.warmup = parse_warmup(s.lr_warmup)
         self.path = checkpoint_path(s.checkpoint_dir) if s.checkpoint_dir is not None else None
         self.epoch_samples = task.epoch_samples(s.batch_size)
         self.checkpoint_every = s.checkpoint_every or s.eval_every
@@ -202,9 +214,12 @@ class Trainer:
         if saved is None:
             return
         if saved["key"] != self.state.key:
-            other = saved["key"]
+            other, mine = saved["key"], self.state.key
+            differ = [f"its {name} {other.get(name)}, not {mine.get(name)}" for name in ("lr", "lr_warmup")
+                      if other.get(name) != mine.get(name)]
             raise UserError(f"checkpoint {self.path} belongs to another run ({other['config']}, {other['task']}, "
-                            f"L={other['depth']}, seed {other['seed']}); use another --checkpoint-dir or delete it")
+                            f"L={other['depth']}, seed {other['seed']}" + "".join(f"; {d}" for d in differ)
+                            + "); use another --checkpoint-dir or delete it")
         try:
             self.state.restore(saved, self.device)
         except (RuntimeError, KeyError, ValueError, TypeError, IndexError) as exc:  # right format, other weights
@@ -254,6 +269,9 @@ class Trainer:
             return None
         st.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if self.warmup is not None:  # the rate of this step, from the samples before it (so a resume agrees)
+            for group in st.optimizer.param_groups:
+                group["lr"] = self.warmup.rate(self.settings.lr, c.samples)
         st.optimizer.step()
         if task.stateful:
             st.carried = _detach(new_state)  # truncated BPTT: the state goes on, the graph does not

@@ -17,6 +17,7 @@ from ..checks import MAX_DIM
 from ..errors import UserError
 from ..vocab import DEFAULT_PRECISION, LEARNING_RATE, TASK_NAMES, check_precision, parse_device
 from .presets import get_preset
+from ..warmup import canonical_warmup
 
 DEFAULT_PATIENCE = 5
 PAPER_MAX_SAMPLES = 5_000_000  # algorithmic tasks: 5M online samples
@@ -42,6 +43,9 @@ class TrainSettings:
             trains enwik8 for 50 epochs without it). Either way the test metric is measured
             with the parameters best on valid.
         lr: Adam's learning rate. seed: of the model and of the training data order.
+        lr_warmup: how the learning rate rises to ``lr``, as :mod:`tlstm_bench.warmup` writes it
+            (``linear:20000``, ``step:96000:1e-4``); None: ``lr`` from the first step, as the
+            paper trains. Recorded, and in the run's key only when set.
         device: ``cpu``, ``cuda`` or ``cuda:N``. implementation: the sequence loop (None: the
             model's default). threads: CPU threads for torch (process-wide).
         data_dir: where enwik8 / MNIST files are. checkpoint_dir: where to checkpoint and
@@ -77,6 +81,7 @@ class TrainSettings:
     patience: int | None = None
     early_stopping: bool | None = None
     lr: float = LEARNING_RATE
+    lr_warmup: str | None = None
     seed: int = 0
     device: str = "cpu"
     implementation: str | None = None
@@ -104,6 +109,7 @@ class TrainSettings:
         if self.keep_checkpoints and self.checkpoint_dir is None:
             raise UserError("--keep-checkpoints keeps the checkpoints of --checkpoint-dir; give --checkpoint-dir too")
         object.__setattr__(self, "lr", checks.number(self.lr, "--lr"))
+        object.__setattr__(self, "lr_warmup", canonical_warmup(self.lr_warmup))
         if self.threads is not None:
             checks.threads(self.threads)
         parse_device(self.device)
