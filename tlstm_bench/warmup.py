@@ -72,7 +72,8 @@ def parse_warmup(text: "str | None", what: str = "--lr-warmup") -> Warmup | None
         try:
             start = float(parts[2])
         except ValueError:
-            raise UserError(f"{what}: the warm-up's start must be a learning rate like 1e-5, got {parts[2]!r}") from None
+            raise UserError(f"{what}: the warm-up's start must be a learning rate like 1e-5, "
+                            f"got {parts[2]!r}") from None
         start = 0.0 if start == 0 and shape == "linear" else checks.number(start, f"{what}'s start")
     return Warmup(shape, samples, start)
 

@@ -50,9 +50,9 @@ from ..results.schema import record_key, versioned_id
 from ..results.view import whole_percents
 from ..tasks import Task
 from ..vocab import torch_device
+from ..warmup import parse_warmup
 from .checkpoint import (Counters, RunState, checkpoint_path, keep_copy, kept_path, load_checkpoint,
                          save_checkpoint)
-from ..warmup import parse_warmup
 from .settings import TrainSettings
 
 
@@ -141,8 +141,8 @@ def _identity(model, task: Task, s: TrainSettings, device: torch.device) -> dict
         "params": sum(p.numel() for p in model.parameters()), "budget": s.budget,
         "task_options": task.options(), "task_info": task.describe(), "metric": task.metric,
         "batch_size": s.batch_size, "lr": s.lr, "lr_warmup": s.lr_warmup, "forget_bias": task.forget_bias,
-        "max_samples": s.max_samples,
-        "epochs": s.epochs, "eval_every": s.eval_every, "patience": s.patience if s.early_stopping else None,
+        "max_samples": s.max_samples, "epochs": s.epochs, "eval_every": s.eval_every,
+        "patience": s.patience if s.early_stopping else None,
         "early_stopping": s.early_stopping if not task.online else None, "sample_unit": task.sample_unit,
         "implementation": model.implementation, "seed": s.seed, "flush_denormal": True, "device": device.type,
         "init": model.arch.init, "time_limit_s": s.time_limit_s,
