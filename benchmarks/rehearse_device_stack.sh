@@ -16,8 +16,9 @@
 #   interpreter  Triton's interpreter runs the kernels (tests/test_triton.py, 2d and 3d-cn, float64)
 #   issue-27     gpu_runtime_session.sh on the CPU (GPU_SESSION_DEVICE=cpu) with a toy spec, one archive
 #   issue-28     triton_session.py's dry run (--device cpu, the interpreter), its float64 verdict MET
-#   issue-29     issue29_call.sh on the CPU, a 150 s hard stop: device_run.sh packs the cut sweep into one
+#   issue-29     issue29_call.sh on the CPU, a 150 s hard stop: device_run.sh packs each cut sweep into one
 #                archive (the cells it started stopped at its deadline and kept their records, none failed)
+#   issue-29-warmup  the memorization-warmup archive holds a record of a warm-up cell (lr_warmup linear:...)
 #   issue-29-on  (when results/carry/l7-lr1e-4/checkpoint.pt is here) the same call resumed a copy of it
 #                beside the sweep, stopped at the deadline with its record, in an archive of its own
 #   compile-27   (--compile) triton_precompile.py --sweep runtime --fake-target 90, none failed
@@ -77,6 +78,8 @@ carry=results/carry/l7-lr1e-4
 [[ -f $carry/checkpoint.pt ]] && mkdir -p "$logs/carry" && cp -r "$carry" "$logs/carry/"
 step issue-29 "([1-9][0-9]* ok, 0 failed); wall time" bash -c "OUT='$logs/out29' ISSUE29_DEVICE=cpu ISSUE29_JOBS=2 DEADLINE_MARGIN_S=60 \
     ISSUE29_CARRY='$logs/carry/l7-lr1e-4' bash benchmarks/issue29_call.sh 150 rehearsal; true"
+step issue-29-warmup '"lr_warmup": "linear:' tar xzf "$logs/out29/memorization-warmup.tar.gz" -O --wildcards \
+    './store/memorization-warmup/*.json'
 if [[ -f $carry/checkpoint.pt ]]; then
     step issue-29-on "^record saved to " tar xzf "$logs/out29/l7-lr1e-4-on.tar.gz" -O ./l7-lr1e-4-on.log
 fi
