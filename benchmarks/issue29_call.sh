@@ -6,7 +6,7 @@
 #                                L = 7 to 70-100K, short of the 115K a verdict needs, and the CPU
 #                                has run L = 7 at 1e-3 (chance through 121K) and at 1e-4 (150K)
 #   memorization-warmup.tar.gz   the memorization-warmup sweep: L = 10 at lr 1e-3 after a linear
-#                                warm-up over 10K and 30K samples (two cells)
+#                                warm-up over 30K and 50K samples (two cells)
 #   l7-lr1e-4-on.tar.gz          when a carried checkpoint is here: the CPU's L = 7 run at lr 1e-4
 #                                resumed toward 1.5x the paper's 115K
 #
