@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..errors import UserError
-from ..vocab import LEARNING_RATE
 from ..results.frame import config_order
 from ..sweeps.spec import load_spec, shipped_spec
+from ..vocab import LEARNING_RATE
 
 
 @dataclass

@@ -73,6 +73,7 @@ from ..checks import MAX_DIM, MAX_SEED
 from ..errors import UserError
 from ..vocab import (DEFAULT_DTYPE, DTYPES, MAX_REPEATS, PRECISIONS, TASK_NAMES, TIMING_REPEATS, TIMING_SEQ_LEN,
                      TIMING_WARMUP, missing_gpu, parse_device)
+from ..warmup import USAGE, canonical_warmup
 
 SHIPPED = "specs"  # the package's own specs: tlstm_bench/sweeps/specs/<name>.toml (package data)
 DEFAULT_TIMEOUT_S = 3600.0  # per cell
@@ -349,8 +350,6 @@ def _learning_rates(check: _Checker, value) -> tuple[float, ...]:
 
 def _warmups(check: _Checker, value) -> tuple["str | None", ...]:
     """``lr_warmup``: one warm-up (tlstm_bench/warmup.py) or a list of them, each canonical, None for "none"."""
-    from ..warmup import USAGE, canonical_warmup
-
     items = value if isinstance(value, list) and value else [value]
     if not all(isinstance(item, str) for item in items):
         raise check.error("train.lr_warmup", f"must be a warm-up {USAGE}, \"none\", or a list of them", value)
