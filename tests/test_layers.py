@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tlstm_bench"
-ORDER = ["errors", "checks", "atomic", "vocab", "events", "models", "audit", "tasks", "results", "training",
+ORDER = ["errors", "checks", "atomic", "vocab", "warmup", "events", "models", "audit", "tasks", "results", "training",
          "timing", "sweeps", "plotting", "analysis", "cli"]
 
 
