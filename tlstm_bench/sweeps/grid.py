@@ -243,7 +243,7 @@ def select(cells: list[Cell], filters: dict[str, set[str]]) -> list[Cell]:
                     return False
                 continue
             if name == "lr_warmup":  # as written by warmup.py ("none": a cell with none)
-                if cell.kind != "train" or str(cell.spec.get("lr_warmup", NONE)) not in _warmup_texts(wanted):
+                if cell.kind != "train" or cell.spec.get("lr_warmup", NONE) not in _warmup_texts(wanted):
                     return False
                 continue
             have = value(cell, name)

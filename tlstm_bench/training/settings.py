@@ -16,8 +16,8 @@ from .. import checks
 from ..checks import MAX_DIM
 from ..errors import UserError
 from ..vocab import DEFAULT_PRECISION, LEARNING_RATE, TASK_NAMES, check_precision, parse_device
-from .presets import get_preset
 from ..warmup import canonical_warmup
+from .presets import get_preset
 
 DEFAULT_PATIENCE = 5
 PAPER_MAX_SAMPLES = 5_000_000  # algorithmic tasks: 5M online samples
