@@ -270,8 +270,9 @@ class Trainer:
         st.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.warmup is not None:  # the rate of this step, from the samples before it (so a resume agrees)
+            rate = self.warmup.rate(self.settings.lr, c.samples)
             for group in st.optimizer.param_groups:
-                group["lr"] = self.warmup.rate(self.settings.lr, c.samples)
+                group["lr"] = rate
         st.optimizer.step()
         if task.stateful:
             st.carried = _detach(new_state)  # truncated BPTT: the state goes on, the graph does not
