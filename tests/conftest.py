@@ -8,8 +8,14 @@ import os
 if os.environ.get("TLSTM_TRITON_TEST_DEVICE", "cpu") == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"
 
-import pytest
-import torch
+import pytest  # noqa: E402
+from tlstm_bench.vocab import default_omp_wait_policy  # noqa: E402  (imports no torch)
+
+# Before torch loads, as the CLI does: the test workers share the cores, and OpenMP threads that
+# spin while they wait for a core another worker holds slow both workers' tests.
+default_omp_wait_policy()
+
+import torch  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -64,3 +64,8 @@ def cell(spec: dict) -> dict:
                 "implementation": "fake", "seq_len": spec["seq_len"]}
     return {"metric": "accuracy", "valid_metric": None, "test_metric": value / 10, "samples_to_solve": 100,
             "samples_seen": 100, "solved": True, "status": "ok", "error": None, "channels": 8, "params": 1000}
+
+
+def environment(spec: dict) -> dict:
+    """A cell that returns how its process's OpenMP threads wait (tests/test_omp_wait.py)."""
+    return {"omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}

@@ -9,7 +9,7 @@ at start-up.
   paper's name for each;
 * implementations: which sequence loop runs when none is named, and which need CUDA;
 * tasks: their names, and what the models read and write for each when no data is at hand;
-* runtime measurement: the protocol's defaults (SPEC section 8);
+* runtime measurement: the protocol's defaults (SPEC section 8), and how CPU threads wait;
 * training: the paper's learning rate (SPEC section 9);
 * devices: the one parser of ``cpu``, ``cuda`` and ``cuda:N``.
 """
@@ -103,6 +103,23 @@ CPU_MIN_SAMPLE_S = 0.05
 # time over wall time x threads, median over the samples) was timed on a busy machine: the timing
 # warns, and with more than one thread its depths are not ordered (results.view.contended).
 CONTENDED_SHARE = 0.75
+
+# How OpenMP's idle threads wait between parallel regions (torch's CPU threads: GNU OpenMP on
+# Linux). Its default spins, so on a machine another job loads every parallel region waits for
+# the thread the scheduler took away: training at torch's 2 threads beside one busy process ran
+# 5.8x slower than at 1 thread, and at 2 threads with PASSIVE (a waiting thread sleeps) it took
+# what 1 thread took; on an idle machine the two policies timed alike (docs/tasks.md, "Threads").
+# The CLI and sweep cells set it before torch loads, unless the environment already does.
+OMP_WAIT_POLICY = "PASSIVE"
+
+
+def default_omp_wait_policy(environ=None) -> None:
+    """Set ``OMP_WAIT_POLICY`` to :data:`OMP_WAIT_POLICY` in ``environ`` (``os.environ``) unless it
+    is set. OpenMP reads it once, when torch loads: call this before anything imports torch."""
+    import os
+
+    (os.environ if environ is None else environ).setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
+
 
 # ---- training (SPEC section 9: Adam at 1e-3) ------------------------------------------------
 LEARNING_RATE = 1e-3

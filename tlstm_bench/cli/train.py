@@ -39,8 +39,9 @@ LrWarmup = Annotated[Optional[str], typer.Option(help="Warm-up to --lr (the pape
                                                       "for N samples (docs/tasks.md).")]
 Seed = Annotated[int, typer.Option(help="Seed of the model and of the training data order.")]
 Device = Annotated[str, typer.Option(help=f"{DEVICES}.")]
-Threads = Annotated[Optional[int], typer.Option(help="CPU threads for torch (1 is often fastest for small models "
-                                                     "on a busy CPU).")]
+Threads = Annotated[Optional[int], typer.Option(help="CPU threads for torch (default: every core; waiting threads "
+                                                     "sleep unless OMP_WAIT_POLICY says otherwise; 1 is often "
+                                                     "fastest for small models on a busy CPU).")]
 CheckpointDir = Annotated[Optional[Path], typer.Option(help="Checkpoint here; rerun to resume.")]
 TimeLimit = Annotated[Optional[float], typer.Option(help="Stop training after this many seconds, keeping the "
                                                          "record (stop reason time_limit); rerun to go on.")]

@@ -185,6 +185,7 @@ def provenance(device: "str | torch.device" = "cpu") -> dict:
         "triton_version": triton_version(),
         "cpu_model": cpu_model(),
         "threads": torch.get_num_threads(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "cpu_count": os.cpu_count(),
         "host": socket.gethostname(),
         "platform": platform.platform(),

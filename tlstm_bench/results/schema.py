@@ -121,6 +121,7 @@ class Provenance(TypedDict, total=False):
     triton_version: Optional[str]  # installed Triton, else None
     cpu_model: str
     threads: int
+    omp_wait_policy: Optional[str]  # how OpenMP's waiting threads waited (OMP_WAIT_POLICY; None: unset)
     cpu_count: int
     host: str
     platform: str

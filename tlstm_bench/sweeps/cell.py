@@ -28,6 +28,7 @@ import traceback
 from pathlib import Path
 
 from ..atomic import atomic_write, disk_problem
+from ..vocab import default_omp_wait_policy
 from .grid import Cell
 from .runtime_group import GROUP_DIR
 
@@ -192,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fn", default=DEFAULT_CELL_FN, help="cell function as module:name")
     parser.add_argument("--parent-pid", type=int, default=None, help="end when this process ends (the runner)")
     args = parser.parse_args(argv)
+    default_omp_wait_policy()  # before the cell imports torch (a SLURM job may not inherit the CLI's)
     if args.parent_pid is not None:
         die_with_parent(args.parent_pid)
     start = time.monotonic()
