@@ -74,3 +74,10 @@ def test_a_train_run_from_the_cli_records_passive(tmp_path):
     assert out.returncode == 0, out.stderr
     (record,) = (tmp_path / "store" / "training").glob("*.json")
     assert json.loads(record.read_text())["omp_wait_policy"] == "PASSIVE"
+
+
+def test_the_benchmark_refuses_an_unknown_case_in_one_line():
+    out = subprocess.run([sys.executable, "benchmarks/omp_wait.py", "--cases", "huge"], capture_output=True,
+                         text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 1
+    assert out.stderr.strip() == "error: unknown case 'huge'; use one of small, paper"
