@@ -16,6 +16,8 @@ at start-up.
 
 from __future__ import annotations
 
+import os
+
 from .errors import UserError
 
 # ---- configurations (SPEC section 6) --------------------------------------------------------
@@ -105,19 +107,18 @@ CPU_MIN_SAMPLE_S = 0.05
 CONTENDED_SHARE = 0.75
 
 # How OpenMP's idle threads wait between parallel regions (torch's CPU threads: GNU OpenMP on
-# Linux). Its default spins, so on a machine another job loads every parallel region waits for
-# the thread the scheduler took away: training at torch's 2 threads beside one busy process ran
-# 5.8x slower than at 1 thread, and at 2 threads with PASSIVE (a waiting thread sleeps) it took
-# what 1 thread took; on an idle machine the two policies timed alike (docs/tasks.md, "Threads").
-# The CLI and sweep cells set it before torch loads, unless the environment already does.
+# Linux). By default a thread that is done spins for about 3 ms, so on a machine where another job
+# holds a core every parallel region waits for the thread the scheduler took away: `train` at 2
+# threads beside one training process ran 6-25x slower than at 1 thread; with PASSIVE (a waiting
+# thread sleeps at once) it stayed within 8-16% of 1 thread, and cost 6-12% on an idle machine
+# (benchmarks/omp_wait.py; docs/tasks.md, "Threads on a shared machine"). The CLI and the sweep
+# cells set it before torch loads, unless the environment already does.
 OMP_WAIT_POLICY = "PASSIVE"
 
 
 def default_omp_wait_policy(environ=None) -> None:
     """Set ``OMP_WAIT_POLICY`` to :data:`OMP_WAIT_POLICY` in ``environ`` (``os.environ``) unless it
     is set. OpenMP reads it once, when torch loads: call this before anything imports torch."""
-    import os
-
     (os.environ if environ is None else environ).setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
 
 
