@@ -1,7 +1,9 @@
-"""How torch's CPU threads wait, measured: `train` at 1 thread, and at every core with OpenMP's
-waiting threads as GNU OpenMP leaves them unless told (`OMP_WAIT_POLICY` unset: they spin for
-about 3 ms, then sleep; what every run got before 2026-11-29) or sleeping at once (PASSIVE, what
-the CLI sets since), beside a busy neighbour or none; `--active` adds ACTIVE (they spin).
+"""Training speed at 1 thread and at every core, with OpenMP's default wait and with PASSIVE.
+
+`train` at 1 thread, and at every core with torch's waiting threads as GNU OpenMP leaves them
+unless told (`OMP_WAIT_POLICY` unset: they spin for about 3 ms, then sleep; what every run got
+before 2026-11-29) or sleeping at once (PASSIVE, what the CLI sets since), beside a busy
+neighbour or none; `--active` adds ACTIVE (they spin).
 
     python benchmarks/omp_wait.py                      # 3 rounds, beside one busy core, then with none
     python benchmarks/omp_wait.py --rounds 5 --neighbour none
