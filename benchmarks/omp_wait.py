@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -62,7 +63,9 @@ def load_average() -> str:
 
 
 def one_run(case: list[str], threads: int, policy: str | None, folder: Path) -> float:
-    """samples/s of one fresh `train` process."""
+    """samples/s of one fresh `train` process (a record left in ``folder`` by an earlier run would
+    make `train` skip the run: the folder is emptied first)."""
+    shutil.rmtree(folder, ignore_errors=True)
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     if policy not in (None, UNSET):
         env["OMP_WAIT_POLICY"] = policy
