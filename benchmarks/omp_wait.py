@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from noisy_neighbour import load_average  # benchmarks/, this script's folder, is on sys.path
+
 CASES = {
     "small": ["2d", "-L", "2", "--preset", "memorization-small", "--max-samples", "3000"],
     "paper": ["3d-cn", "-L", "4", "--preset", "paper-memorization", "--max-samples", "150"],
@@ -53,13 +55,6 @@ def variants(cores: int, active: bool) -> dict[str, tuple[int, str | None]]:
     if active:
         out[f"{cores} threads, ACTIVE"] = (cores, "ACTIVE")
     return out
-
-
-def load_average() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
 
 
 def one_run(case: list[str], threads: int, policy: str | None, folder: Path) -> float:
