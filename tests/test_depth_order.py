@@ -3,6 +3,8 @@ records; `time`'s table, `results` and the figures apply the same rule (issue 30
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -89,3 +91,77 @@ def test_results_and_time_mark_the_same_pairs():
     cells = [list(column) for column in zip(*table.rows)]  # by column
     assert not cells[3][0].startswith("≈") and cells[4][0].startswith("≈") and cells[5][0].startswith("≈")
     assert cells[3][1].startswith("≈") and cells[4][1].startswith("≈")
+
+
+# The ↓ mark: the data order two depths at the same M the wrong way (the deeper faster).
+FASTER = [0.8 * x for x in L1]  # L=2 faster than L=1 in every round
+
+
+def test_a_resolved_fall_at_the_same_m_is_marked_falls_not_within_spread():
+    first, second = _record(1, L1), _record(2, FASTER)
+    assert view.falls(first, second) and not unresolved(first, second)
+    assert view.depth_marks({1: first, 2: second}) == {1: view.FALLS, 2: view.FALLS}
+    assert view.ratio_mark(first, second) == view.FALLS
+    assert not view.falls(first, _record(2, L2))  # deeper and slower: the order the work says
+
+
+def test_a_fall_is_not_marked_at_another_m_nor_where_the_data_cannot_order_it():
+    smaller = dict(_record(2, FASTER), channels=12)  # a budget's smaller M at the greater depth
+    assert not view.falls(_record(1, L1), smaller)
+    assert view.depth_marks({1: _record(1, L1), 2: smaller}) == {1: "", 2: ""}
+    noisy = [a * f for a, f in zip(L1, [0.5, 1.3, 0.6, 1.2, 0.7, 1.1, 0.6, 1.4, 0.8, 0.9])]
+    assert not view.falls(_record(1, L1), _record(2, noisy))  # ≈ instead
+    unknown = {k: v for k, v in _record(2, FASTER).items() if k != "channels"}
+    assert not view.falls(_record(1, L1), unknown)
+
+
+def test_a_depth_can_carry_both_marks_one_per_neighbour():
+    """L=1-2 cannot be ordered, L=2-3 falls: L=2 shows both, ≈ first."""
+    l2 = [a * f for a, f in zip(L1, [0.5, 1.3, 0.6, 1.2, 0.7, 1.1, 0.6, 1.4, 0.8, 0.9])]
+    records = {1: _record(1, L1), 2: _record(2, l2), 3: _record(3, [0.7 * x for x in l2])}
+    assert view.depth_marks(records) == {1: view.WITHIN_SPREAD, 2: view.WITHIN_SPREAD + view.FALLS, 3: view.FALLS}
+
+
+def test_time_results_and_by_depth_mark_a_fall_and_say_why(tmp_path):
+    from tlstm_bench.cli.time import runtime_table
+    from tlstm_bench.results.by_depth import by_depth
+    from tlstm_bench.results.frame import read_frame
+
+    records = [_record(1, L1), _record(2, L2), _record(3, [0.95 * x for x in L2])]  # L=3 faster than L=2
+    cells = [list(column) for column in zip(*runtime_table(records, [1, 2, 3]).rows)]
+    assert [c[0][0] for c in cells[3:6]] == ["0", view.FALLS, view.FALLS]
+    assert not cells[6][0].startswith(view.FALLS)  # L3/L1 still rises
+    (tmp_path / "c").mkdir()
+    for r in records:
+        record = {**r, "id": f"rt{r['depth']}", "key": f"rt{r['depth']}", "kind": "runtime", "task": "runtime",
+                  "seq_len": 20, "device": "cpu", "device_name": "test-cpu", "torch_version": "2.x", "causal": True,
+                  "error": None, "date": f"2026-11-29T0{r['depth']}:00:00+00:00"}
+        (tmp_path / "c" / f"rt{r['depth']}.json").write_text(json.dumps(record))
+    frame = read_frame("c", root=tmp_path)
+    built = view.build_view(frame)
+    column = [c.header for c in built.tables[0].columns].index("ms/step")
+    assert [row[column].startswith(view.FALLS) for row in built.tables[0].rows] == [False, True, True]
+    assert view.FALLS_NOTE in built.notes
+    tables, notes = by_depth(frame)
+    assert [c.startswith(view.FALLS) for c in tables[0].rows[0][2:5]] == [False, True, True]
+    assert view.FALLS_NOTE in notes
+
+
+def test_results_compares_the_depths_of_one_size_only():
+    """An M = 100 line and a 10M line of one configuration are two lines: the newest record at
+    each depth is never one size's against the other's."""
+    m100 = [_record(1, L1), _record(2, L2)]
+    big = [dict(_record(d, [10 * x for x in L1], measurement="b"), channels=895, budget="10M") for d in (1, 2)]
+    frame = pd.DataFrame([m100[0], big[0], m100[1], big[1]])  # interleaved, as a store lists them
+    assert within_spread(frame) == {1, 3}  # 10M L=1 and L=2 timed alike: ≈; M = 100: ordered
+    assert view.runtime_marks(frame) == {1: view.WITHIN_SPREAD, 3: view.WITHIN_SPREAD}
+
+
+def test_the_figure_names_a_fall_and_ascii_prints_it_as_v():
+    from tlstm_bench.cli.screen import STAND_INS
+    from tlstm_bench.plotting.figures import runtime_falls, runtime_overlaps
+
+    records = [_record(1, L1), _record(2, L2), _record(3, [0.95 * x for x in L2])]
+    frame = pd.DataFrame(records).assign(budget=None)
+    assert runtime_falls(frame) == ["2d L=2-3"] and runtime_overlaps(frame) == []
+    assert STAND_INS[view.FALLS] == "v"

@@ -50,6 +50,7 @@ def plot(
         for lead, items, style in (("not solved:", fig.unsolved, ""),
                                    ("not causal (ringed; not comparable):", fig.noncausal, "red"),
                                    ("runtime not resolved (≈):", fig.within_spread, ""),
+                                   ("runtime falls with depth (↓):", fig.falls, "yellow"),
                                    ("causality not recorded:", fig.causal_unknown, "")):
             if items:
                 _say(Text(f"  {lead}"), items, style)

@@ -33,7 +33,7 @@ _NUMBER = re.compile(r"\d[\d,]*(\.\d+)?")  # stays on the line of the word after
 
 # The marks a table holds get one character for one, so its columns stay aligned; the rest
 # (an ellipsis, the glue) appear only outside tables.
-STAND_INS = {"\u2020": "*", "\u2248": "~", "\u00b7": "-", "\u00d7": "x", "\u2013": "-", "\u2014": "-",
+STAND_INS = {"\u2020": "*", "\u2248": "~", "\u2193": "v", "\u00b7": "-", "\u00d7": "x", "\u2013": "-", "\u2014": "-",
              "\u2026": "...", GLUE: " "}
 ERRORS = "tlstm_bench.stand_ins"
 

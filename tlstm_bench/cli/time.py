@@ -100,7 +100,7 @@ def _print_data(records: list[dict], as_json: bool) -> None:
 
 
 def _print_table(records: list[dict], levels: list[int], paths: list, settings: str) -> None:
-    from ..results.view import WITHIN_SPREAD, WITHIN_SPREAD_NOTE
+    from ..results.view import FALLS, FALLS_NOTE, WITHIN_SPREAD, WITHIN_SPREAD_NOTE
 
     table = runtime_table(records, levels)
     draw_table(console, table)
@@ -113,8 +113,9 @@ def _print_table(records: list[dict], levels: list[int], paths: list, settings: 
                   f"flush denormals: {first['flush_denormal']}; {settings}, interleaved{busy}. "
                   "ms per timestep: median (IQR); last depth over first: median of the rounds' ratios.",
                   highlight=False)
-    if any(WITHIN_SPREAD in cell for row in table.rows for cell in row):
-        console.print(WITHIN_SPREAD_NOTE, highlight=False)
+    for mark, note in ((WITHIN_SPREAD, WITHIN_SPREAD_NOTE), (FALLS, FALLS_NOTE)):
+        if any(mark in cell for row in table.rows for cell in row):
+            console.print(note, highlight=False)
     if paths:
         console.print(f"{len(paths)} records written under {paths[0].parent}")
 
@@ -123,10 +124,11 @@ def runtime_table(records: list[dict], depths: list[int]) -> TableView:
     """One row per configuration and implementation: the median and (under it) the IQR at each
     depth, and the ratio of the last depth to the first (the median of the rounds' ratios).
     ``≈`` marks a value the data cannot order against an adjacent depth (a ratio: its first and
-    last depth): ``results.view.unresolved``, the rule ``results`` and the figures use too.
+    last depth), ``↓`` one they order the wrong way, the deeper faster at the same M:
+    ``results.view.depth_marks``, the rule ``results`` and the figures use too.
     80 columns wide for up to four depths; narrower,
     one block per row (:mod:`.tables`)."""
-    from ..results.view import WITHIN_SPREAD, depth_ratio, unresolved, unresolved_pairs
+    from ..results.view import depth_marks, depth_ratio, ratio_mark
 
     table = TableView(title=f"ms per timestep ({TIMED_PASS})")
     table.add_column("config", style="bold", breaks=",")
@@ -139,13 +141,13 @@ def runtime_table(records: list[dict], depths: list[int]) -> TableView:
     for r in records:
         rows.setdefault((r["config"], r["implementation"]), {})[r["depth"]] = r
     for (config, impl), by_depth in rows.items():
-        close = {d for pair in unresolved_pairs(by_depth) for d in pair}
-        cells = [f"{WITHIN_SPREAD if d in close else ''}{by_depth[d]['ms_per_step']:.3f}\n({by_depth[d]['ms_iqr']:.3f})"
+        marks = depth_marks(by_depth)
+        cells = [f"{marks[d]}{by_depth[d]['ms_per_step']:.3f}\n({by_depth[d]['ms_iqr']:.3f})"
                  if d in by_depth else "-" for d in depths]
         first, last = by_depth.get(depths[0]), by_depth.get(depths[-1])
         ratio = "-"
         if first and last and first is not last:
-            ratio = f"{WITHIN_SPREAD if unresolved(first, last) else ''}{depth_ratio(first, last):.2f}"
+            ratio = f"{ratio_mark(first, last)}{depth_ratio(first, last):.2f}"
         channels = ",".join(sorted({str(r["channels"]) for r in by_depth.values()}))
         table.add_row(config, impl, channels, *cells, ratio)
     return table

@@ -31,7 +31,7 @@ from matplotlib.ticker import FixedLocator
 from ..atomic import save_figure
 from ..results.by_depth import fastest as fastest_lines, line_names, size_names
 from ..results.frame import config_order
-from ..results.view import NOT_CAUSAL, UNKNOWN_CAUSAL, WITHIN_SPREAD, unresolved_pairs
+from ..results.view import FALLS, NOT_CAUSAL, UNKNOWN_CAUSAL, WITHIN_SPREAD, falling_pairs, unresolved_pairs
 from ..vocab import ANCHOR_NAMES, TIMED_PASS
 from .grid import cell_status
 from .styles import SPREAD, STEP, Palette, legend_text, legend_width
@@ -68,6 +68,7 @@ class TaskFigure:
     noncausal: list[str] = field(default_factory=list)  # "train 3d-ln L=2": measured not causal
     causal_unknown: list[str] = field(default_factory=list)  # records that predate the causal field
     within_spread: list[str] = field(default_factory=list)  # "3d L=1-3": two depths the data cannot order
+    falls: list[str] = field(default_factory=list)  # "2d-f L=7-10": the deeper faster at the same M
     lines: list[str] = field(default_factory=list)  # the legend's labels, one per line drawn
     notes: list[str] = field(default_factory=list)  # what else the caption says (what may be compared)
     panels: list[str] = field(default_factory=list)  # "metric", "samples", "runtime": the panels drawn
@@ -145,6 +146,7 @@ def task_figure(rows: pd.DataFrame, sweep: str, task: str,
     lines.named = {c for c, part in _by_config(timed) if line_names(part).nunique() > 1} if len(timed) else set()
     _list_causality(result, train, runtime)
     result.within_spread = runtime_overlaps(runtime)
+    result.falls = runtime_falls(runtime)
     result.notes += [n for n in (_unsolved_note(train, result), runtime_trust(runtime)) if n]
 
     width = 4.6 * len(panels) + 1.6  # inches: the panels and the legend
@@ -361,21 +363,29 @@ def _unsolved_points(ax, rows: pd.DataFrame, lines: _Lines) -> list[float]:
     return caps
 
 
-def runtime_overlaps(rows: pd.DataFrame) -> list[str]:
-    """The runtime lines whose adjacent depths the data cannot order, as ``3d L=1-3``: the rule of
-    ``time`` and ``results`` (:func:`~tlstm_bench.results.view.unresolved`) where a depth has one
-    record, else the overlap of its pooled quartiles (the error bars drawn). One model size at a
-    time: M = 100 and 10M records of one depth are never pooled."""
+def _runtime_lines(rows: pd.DataFrame):
+    """(name, depth -> record) of each runtime line: a configuration and implementation at one
+    model size (M = 100 and 10M records of one depth are never pooled)."""
     ok = rows[(rows["status"] == "ok") & rows["ms_per_step"].notna()]
-    close = []
     for size, sized in runtime_sizes(ok):
         for config, part in _by_config(sized):
             implementations = line_names(part)
             several = implementations.nunique() > 1
             for impl, series in part.groupby(implementations, sort=True):
-                name = f"{config}{f' ({impl})' if several else ''}{f' {size}' if size else ''}"
-                close += [f"{name} L={a}-{b}" for a, b in unresolved_pairs(_depth_records(series))]
-    return close
+                yield f"{config}{f' ({impl})' if several else ''}{f' {size}' if size else ''}", _depth_records(series)
+
+
+def runtime_overlaps(rows: pd.DataFrame) -> list[str]:
+    """The runtime lines whose adjacent depths the data cannot order, as ``3d L=1-3``: the rule of
+    ``time`` and ``results`` (:func:`~tlstm_bench.results.view.unresolved`) where a depth has one
+    record, else the overlap of its pooled quartiles (the error bars drawn)."""
+    return [f"{name} L={a}-{b}" for name, records in _runtime_lines(rows) for a, b in unresolved_pairs(records)]
+
+
+def runtime_falls(rows: pd.DataFrame) -> list[str]:
+    """The runtime lines whose adjacent depths the data order the wrong way, the deeper faster at
+    the same M (:func:`~tlstm_bench.results.view.falls`), as ``2d-f L=7-10``."""
+    return [f"{name} L={a}-{b}" for name, records in _runtime_lines(rows) for a, b in falling_pairs(records)]
 
 
 def _depth_records(series: pd.DataFrame) -> dict:
@@ -383,7 +393,10 @@ def _depth_records(series: pd.DataFrame) -> dict:
     by_depth = {}
     for depth, cell in series.groupby("depth"):
         m, lo, hi = runtime_summary(cell)
-        by_depth[int(depth)] = cell.iloc[0] if len(cell) == 1 else {"ms_per_step": m, "ms_q25": lo, "ms_q75": hi}
+        pooled = {"ms_per_step": m, "ms_q25": lo, "ms_q75": hi}
+        if "channels" in cell and cell["channels"].nunique(dropna=False) == 1:
+            pooled["channels"] = cell["channels"].iloc[0]
+        by_depth[int(depth)] = cell.iloc[0] if len(cell) == 1 else pooled
     return by_depth
 
 
@@ -614,6 +627,9 @@ def _note(result: TaskFigure, width: int) -> str:
     if result.within_spread:
         lines.append(f"{WITHIN_SPREAD} runtime not resolved (the measurement cannot order these adjacent depths; "
                      f"docs/runtime.md): {', '.join(result.within_spread)}.")
+    if result.falls:
+        lines.append(f"{FALLS} runtime falls with depth at the same M (a kernel chosen for one shape, or a fault "
+                     f"of the measurement; docs/runtime.md): {', '.join(result.falls)}.")
     lines += result.notes
     if result.missing:
         lines.append(f"missing cells (no record): {', '.join(result.missing)}")

@@ -17,33 +17,18 @@ import pandas as pd
 from ..errors import UserError
 from .frame import config_order
 from .table import Column, TableView
-from .view import (NOT_CAUSAL, NOT_CAUSAL_NOTE, WITHIN_SPREAD, WITHIN_SPREAD_NOTE, config_mark, depth_ratio,
-                   device_name_text, unresolved, unresolved_pairs)
-
-
-def _size(row) -> str:
-    budget, channels = row.get("budget"), row.get("channels")
-    if isinstance(budget, str) and budget:
-        return budget
-    return f"M={int(channels)}" if pd.notna(channels) else "-"
-
-
-def _line(row) -> str:
-    """The implementation, with its variant (``triton single/persistent``) when the record has one."""
-    implementation = row.get("implementation")
-    text = str(implementation) if isinstance(implementation, str) else "-"
-    variant = row.get("variant")
-    return f"{text} {variant}" if isinstance(variant, str) and variant else text
+from .view import (FALLS, FALLS_NOTE, NOT_CAUSAL, NOT_CAUSAL_NOTE, WITHIN_SPREAD, WITHIN_SPREAD_NOTE, batch_name,
+                   config_mark, depth_marks, depth_ratio, device_name_text, line_name, ratio_mark, size_name)
 
 
 def line_names(rows: pd.DataFrame) -> pd.Series:
     """Each runtime record's line in a figure or table: its implementation, and variant if any."""
-    return pd.Series([_line(r) for _, r in rows.iterrows()], index=rows.index, dtype=object)
+    return pd.Series([line_name(r) for _, r in rows.iterrows()], index=rows.index, dtype=object)
 
 
 def size_names(rows: pd.DataFrame) -> pd.Series:
     """Each runtime record's model size: its budget (``10M``), else ``M=100``."""
-    return pd.Series([_size(r) for _, r in rows.iterrows()], index=rows.index, dtype=object)
+    return pd.Series([size_name(r) for _, r in rows.iterrows()], index=rows.index, dtype=object)
 
 
 def fastest(rows: pd.DataFrame) -> pd.DataFrame:
@@ -62,11 +47,6 @@ def fastest(rows: pd.DataFrame) -> pd.DataFrame:
         totals = (common if common.shape[1] else medians).sum(axis=1)
         keep.append(part[line == totals.idxmin()])
     return pd.concat(keep)
-
-
-def _batch(row) -> str:
-    batch = row.get("batch")
-    return str(int(batch)) if pd.notna(batch) else "1"
 
 
 def _cell(values: pd.DataFrame, scale: float) -> str:
@@ -119,15 +99,15 @@ def by_depth(frame: pd.DataFrame, *, only_fastest: bool = False) -> tuple[list[T
     tables, marks = [], set()
     for collection, rows in ok.groupby("collection", sort=False):
         table = _table(str(collection), rows)
-        marks.update(mark for mark in (NOT_CAUSAL, WITHIN_SPREAD) for row in table.rows
+        marks.update(mark for mark in (NOT_CAUSAL, WITHIN_SPREAD, FALLS) for row in table.rows
                      if any(mark in cell for cell in row))
         tables.append(table)
-    notes = {NOT_CAUSAL: NOT_CAUSAL_NOTE, WITHIN_SPREAD: WITHIN_SPREAD_NOTE}
+    notes = {NOT_CAUSAL: NOT_CAUSAL_NOTE, WITHIN_SPREAD: WITHIN_SPREAD_NOTE, FALLS: FALLS_NOTE}
     return tables, [note for mark, note in notes.items() if mark in marks]
 
 
 def _table(collection: str, rows: pd.DataFrame) -> TableView:
-    rows = rows.assign(_line=line_names(rows), _size=size_names(rows), _batch=[_batch(r) for _, r in rows.iterrows()])
+    rows = rows.assign(_line=line_names(rows), _size=size_names(rows), _batch=[batch_name(r) for _, r in rows.iterrows()])
     depths = sorted({int(d) for d in rows["depth"].dropna()})
     micro = float(rows["ms_per_step"].max()) < 10.0  # at most 4 digits in microseconds
     scale, unit = (1000.0, "us") if micro else (1.0, "ms")
@@ -137,10 +117,10 @@ def _table(collection: str, rows: pd.DataFrame) -> TableView:
     for (config, line, size, batch), part in rows.groupby(["config", "_line", "_size", "_batch"], sort=False):
         by = {int(d): g for d, g in part.groupby("depth")}
         newest = {d: g.iloc[-1] for d, g in by.items()}  # the ≈ rule compares one record per depth
-        close = {d for pair in unresolved_pairs(newest) for d in pair}
+        marks = depth_marks(newest)
         mark = config_mark(False) if (part["causal"] == False).any() else ""  # noqa: E712 - pandas
         label = [f"{config}{mark}", line] + [v for v, (_, on) in zip((size, batch), shown) if on]
-        cells = [(WITHIN_SPREAD if d in close else "") + _cell(by[d], scale) if d in by else "-" for d in depths]
+        cells = [marks[d] + _cell(by[d], scale) if d in by else "-" for d in depths]
         order = (config_order(config), not size.startswith("M="), size, batch, by[max(by)]["ms_per_step"].median())
         groups.append((order, label + cells + [_ratio(newest)]))
     common = [f"{name} {values[0]}" for (name, on), values in zip(shown, (sizes, batches)) if not on]
@@ -158,12 +138,11 @@ def _table(collection: str, rows: pd.DataFrame) -> TableView:
 
 def _ratio(newest: dict) -> str:
     """The deepest over the shallowest depth (the median of their paired rounds where they were
-    timed together), marked ≈ where the data cannot order them."""
+    timed together), marked ≈ where the data cannot order them, ↓ where it falls at the same M."""
     first, last = min(newest), max(newest)
     if first == last:
         return "-"
-    mark = WITHIN_SPREAD if unresolved(newest[first], newest[last]) else ""
-    return f"{mark}{depth_ratio(newest[first], newest[last]):.2f}"
+    return f"{ratio_mark(newest[first], newest[last])}{depth_ratio(newest[first], newest[last]):.2f}"
 
 
 def markdown(tables: list[TableView], notes: list[str]) -> str:

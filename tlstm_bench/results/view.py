@@ -45,6 +45,11 @@ WITHIN_SPREAD_NOTE = (f"{WITHIN_SPREAD} not resolved: this measurement cannot or
                       "of their round-by-round ratio contains 1 (records timed apart: their interquartile "
                       "ranges overlap), or the machine's load hit them unequally or made several threads "
                       "wait for each other (docs/runtime.md#a-busy-machine).")
+FALLS = "↓"
+FALLS_NOTE = (f"{FALLS} falls with depth: this depth and the next or previous one of the same configuration and M "
+              "are ordered, the deeper one faster, though its work grows with L: a kernel chosen for one "
+              "shape and not the other, or a fault of the measurement; a rerun tells which "
+              "(docs/runtime.md#a-runtime-that-falls-with-depth).")
 UNKNOWN_CAUSAL_NOTE = (f"{UNKNOWN_CAUSAL} causality not recorded (an older record, or a benchmark that does not "
                        "audit it): "
                        "`tlstm-bench info CONFIG --depth L --json` measures it.")
@@ -151,20 +156,85 @@ def unresolved_pairs(by_depth: dict) -> list[tuple]:
     return [(a, b) for a, b in zip(depths, depths[1:]) if unresolved(by_depth[a], by_depth[b])]
 
 
-def within_spread(rows: pd.DataFrame) -> set:
-    """Index labels of the successful timing rows that :func:`unresolved` cannot order against an
-    adjacent depth (same configuration and implementation; a depth's newest row)."""
+def falls(first, second) -> bool:
+    """True when the data order two timing records of one configuration at the same M the wrong
+    way: ``second``, the deeper, is faster, and :func:`unresolved` does not hold. Its work (steps,
+    locations, layers) grows with L at a fixed M, so that is a kernel chosen for one shape and not
+    the other (a GPU library's choice) or a fault of the measurement, never the model: marked, not
+    hidden. At different M (a budget's smaller M at a greater depth) a fall can be the model's."""
+    m1, m2 = first.get("channels"), second.get("channels")
+    if _is_missing(m1) or _is_missing(m2) or int(m1) != int(m2):
+        return False
+    return not unresolved(first, second) and depth_ratio(first, second) < 1.0
+
+
+def ratio_mark(first, last) -> str:
+    """The mark of a ratio ``last`` over ``first``: ≈ not resolved, ↓ falls with depth, else none."""
+    return WITHIN_SPREAD if unresolved(first, last) else FALLS if falls(first, last) else ""
+
+
+def depth_marks(by_depth: dict) -> dict:
+    """Depth -> its marks against its adjacent depths: ≈ (:func:`unresolved`) and ↓
+    (:func:`falls`), each on both depths of the pair, ≈ first; '' where it has none."""
+    depths = sorted(by_depth)
+    marks = {d: set() for d in depths}
+    for a, b in zip(depths, depths[1:]):
+        mark = ratio_mark(by_depth[a], by_depth[b])
+        if mark:
+            marks[a].add(mark), marks[b].add(mark)
+    return {d: "".join(m for m in (WITHIN_SPREAD, FALLS) if m in marks[d]) for d in depths}
+
+
+def falling_pairs(by_depth: dict) -> list[tuple]:
+    """The adjacent depths (d1, d2) of one configuration that :func:`falls` holds for."""
+    depths = sorted(by_depth)
+    return [(a, b) for a, b in zip(depths, depths[1:]) if falls(by_depth[a], by_depth[b])]
+
+
+def size_name(row) -> str:
+    """A runtime record's model size: its budget (``10M``), else ``M=100``."""
+    budget, channels = row.get("budget"), row.get("channels")
+    if isinstance(budget, str) and budget:
+        return budget
+    return f"M={int(channels)}" if pd.notna(channels) else "-"
+
+
+def line_name(row) -> str:
+    """The implementation, with its variant (``triton single/persistent``) when the record has one."""
+    implementation = row.get("implementation")
+    text = str(implementation) if isinstance(implementation, str) else "-"
+    variant = row.get("variant")
+    return f"{text} {variant}" if isinstance(variant, str) and variant else text
+
+
+def batch_name(row) -> str:
+    batch = row.get("batch")
+    return str(int(batch)) if pd.notna(batch) else "1"
+
+
+def runtime_marks(rows: pd.DataFrame) -> dict:
+    """Row label -> the marks of its ``ms_per_step`` (:func:`depth_marks`) for the successful
+    timing rows of ``rows``, against the adjacent depths of the same line: configuration,
+    implementation (and variant), model size and batch, as ``results --by-depth`` has them (a
+    depth's newest row); only rows with a mark."""
     ok = rows[(rows.get("status") == "ok") & rows["ms_per_step"].notna() & rows["depth"].notna()]
-    impl = ok["implementation"].fillna("") if "implementation" in ok else pd.Series("", index=ok.index)
-    marked = set()
-    for _, group in ok.groupby([ok["config"], impl]):
+    keys = [(row["config"], line_name(row), size_name(row), batch_name(row)) for _, row in ok.iterrows()]
+    marked: dict = {}
+    for _, group in ok.groupby(pd.Series(keys, index=ok.index, dtype=object), sort=False):
         by_depth = {}
         for label, row in group.iterrows():
             by_depth.setdefault(row["depth"], []).append(label)
         newest = {d: group.loc[labels[-1]] for d, labels in by_depth.items()}
-        for a, b in unresolved_pairs(newest):
-            marked.update(by_depth[a] + by_depth[b])
+        for depth, mark in depth_marks(newest).items():
+            for label in by_depth[depth] if mark else ():
+                marked[label] = mark
     return marked
+
+
+def within_spread(rows: pd.DataFrame) -> set:
+    """Index labels of the successful timing rows that :func:`unresolved` cannot order against an
+    adjacent depth (same configuration and implementation; a depth's newest row)."""
+    return {label for label, mark in runtime_marks(rows).items() if WITHIN_SPREAD in mark}
 
 
 def default_columns(kind: str) -> tuple[str, ...]:
@@ -295,7 +365,7 @@ def build_view(frame: pd.DataFrame, *, columns: "list[str] | None" = None, wide:
         what = f"{kind} records" + (f", task {task}" if task not in (kind, "runtime") else "")
         title = f"{collection}: {what} ({len(rows)})"
         table = TableView(title=title, caption=_caption(rows))
-        overlapping = within_spread(rows) if "ms_per_step" in shown else set()
+        depth_mark = runtime_marks(rows) if "ms_per_step" in shown else {}
         for column in shown:
             header = _metric_header(rows, column) if column in ("test_metric", "valid_metric") else \
                 HEADERS.get(column, column)
@@ -311,15 +381,17 @@ def build_view(frame: pd.DataFrame, *, columns: "list[str] | None" = None, wide:
                     mark = config_mark(row["causal"])
                     marks.add(mark)
                     text += mark
-                if column == "ms_per_step" and label in overlapping:
-                    marks.add(WITHIN_SPREAD)
-                    text = WITHIN_SPREAD + text
+                if column == "ms_per_step" and label in depth_mark:
+                    marks.update(depth_mark[label])
+                    text = depth_mark[label] + text
                 cells.append(text)
             table.rows.append(cells)
         view.tables.append(table)
         for _, row in rows[rows["status"] != "ok"].iterrows():
             view.notes.append(f"failed: {collection} {row['config']} L={format_value('depth', row['depth'], row)}: "
                               f"{row['error'] or 'no error message'}")
+    if FALLS in marks:
+        view.notes.insert(0, FALLS_NOTE)
     if WITHIN_SPREAD in marks:
         view.notes.insert(0, WITHIN_SPREAD_NOTE)
     if NOT_CAUSAL in marks:
