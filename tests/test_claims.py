@@ -203,3 +203,66 @@ def test_prints_the_committed_evidence_at_80_columns(monkeypatch):
 def test_a_folder_without_records_is_a_one_line_error(tmp_path):
     result = CliRunner().invoke(app, ["claims", "--results-dir", str(tmp_path)], env={"COLUMNS": "80"})
     assert result.exit_code == 2 and "no result records under" in result.output
+
+
+# ---- edge cases an independent review found (2026-11-29) ----------------------------------
+FLAT_CLAIM, VS_SLSTM = "every tLSTM's runtime flat in L", "every tLSTM faster than sLSTM, L=5"
+
+
+def test_flat_in_l_needs_every_depth_from_five_not_only_the_deepest():
+    records = ([runtime(c, 1, 0.05) for c in TLSTMS] + [runtime(c, 5, 0.10) for c in TLSTMS]
+               + [runtime(c, 10, 0.06) for c in TLSTMS])  # 2.0x at L = 5, 1.2x at L = 10
+    got = row(records, FLAT_CLAIM)
+    assert got.status == NOT_REPRODUCED and "at L=5" in got.best
+
+
+@pytest.mark.parametrize("first, last, status", [
+    (dict(ms=0.40, implementation="fast"), dict(ms=0.10), NOT_RUN),  # L = 1 only with a per-op loop
+    (dict(ms=0.05), dict(ms=0.40, implementation="fast"), NOT_RUN),  # L = 10 only with it
+])
+def test_a_per_op_loop_never_meets_a_gpu_implementation_at_another_depth(first, last, status):
+    records = [runtime(c, 1, first["ms"], **{k: v for k, v in first.items() if k != "ms"}) for c in TLSTMS]
+    records += [runtime(c, 10, last["ms"], **{k: v for k, v in last.items() if k != "ms"}) for c in TLSTMS]
+    assert row(records, FLAT_CLAIM).status == status
+    per_op_at_7 = [runtime(c, 1, 0.05) for c in TLSTMS] + [runtime(c, 7, 0.40, implementation="fast")
+                                                          for c in TLSTMS] + [runtime("slstm", 7, 0.30)]
+    assert row(per_op_at_7, VS_SLSTM).status == NOT_RUN
+
+
+def test_the_slowest_tlstm_is_compared_with_the_slstm():
+    records = [runtime(c, 7, 0.6 if c == "3d-ln" else 0.1) for c in TLSTMS] + [runtime("slstm", 7, 0.5)]
+    got = row(records, VS_SLSTM)
+    assert got.status == NOT_REPRODUCED and "3d-ln x1.20" in got.best
+
+
+def test_the_best_of_several_records_is_the_best_one():
+    two_solved = [memorization(solved=True, samples_to_solve=s, samples_seen=s) for s in (70_000, 60_000, 90_000)]
+    assert row(two_solved, "memorization, L=10").best == "solved at 60K"
+    accuracies = [mnist(test_metric=a, stop_reason="early_stopping") for a in (0.95, 0.9925, 0.97)]
+    assert row(accuracies, "MNIST, L=3").status == REPRODUCED
+    bpc = [dict(kind="train", status="ok", task="enwik8", config="3d-cn", depth=6, channels=1200, test_metric=v,
+                epochs_done=50.0, lr=0.001) for v in (1.40, 1.26, 1.33)]
+    got = row(bpc, "enwik8, L=6, M=1200")
+    assert got.status == REPRODUCED and got.record["test_metric"] == 1.26
+
+
+def test_a_solved_record_without_samples_seen_still_ran_its_samples():
+    late = memorization(solved=True, samples_to_solve=90_000, samples_seen=float("nan"))
+    assert row([late], "memorization, L=10").status == NOT_REPRODUCED  # 1.67x the paper's 54K
+    unsolved = memorization(samples_seen=None)
+    assert row([unsolved], "memorization, L=10").best == "1.6% after 0K"
+
+
+def test_the_list_names_each_file_once_and_marks_a_non_causal_record(tmp_path):
+    records = [runtime(c, d, 0.05 if d == 1 else 0.2 if c == "3d-ln" else 0.06, causal=c != "3d-ln" or d == 1,
+                       id=f"{c}-{d}", device_name=float("nan"), git_commit="0123456789", date="2026-11-29")
+               for c in TLSTMS for d in (1, 7)] + [runtime("slstm", 7, 0.1, id="slstm-7")]
+    store = tmp_path / "store" / "runtime"
+    store.mkdir(parents=True)
+    for record in records:
+        (store / f"{record['id']}.json").write_text(json.dumps(record).replace("NaN", "null"))
+    result = CliRunner().invoke(app, ["claims", "--results-dir", str(tmp_path)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    listed = [line for line in result.output.splitlines() if line.startswith("[")]
+    assert len(listed) == 1 and "3d-ln† L=7" in listed[0] and "nan" not in result.output  # both rows: one file
+    assert "not causal at this depth" in result.output

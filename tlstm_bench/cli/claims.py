@@ -25,7 +25,8 @@ def claims(
 ) -> None:
     """The paper's headline claims, each with the paper's number, the best this tool has measured,
     the record it comes from and whether it is reproduced (the rule: docs/fidelity.md)."""
-    from ..plotting.claims import EVIDENCE, claim_rows, read_records
+    from ..plotting.claims import EVIDENCE, claim_rows, field_value, read_records
+    from ..results.view import NOT_CAUSAL
     from ..results.store import workspace
 
     if results_dir is not None:
@@ -34,11 +35,18 @@ def claims(
         folder = EVIDENCE if EVIDENCE.is_dir() else workspace().root
     rows = claim_rows(read_records(folder))
     draw_table(console, claims_table(rows, folder))
-    for number, record in enumerate(_sources(rows), start=1):
-        commit = str(record.get("git_commit") or "-")[:7]
-        say(console, Text(f"[{number}] {record['source']}: {_config(record)} L={int(record['depth'])}, "
-                          f"{record.get('device_name') or record.get('device')}, commit {commit}, "
-                          f"{str(record.get('date') or '')[:10]}"), hanging=4)
+    sources = _sources(rows)
+    for number, record in enumerate(sources, start=1):
+        mark = NOT_CAUSAL if field_value(record, "causal") is False else ""
+        parts = [f"{_config(record)}{mark} L={int(record['depth'])}",
+                 str(field_value(record, "device_name") or field_value(record, "device") or "device unknown"),
+                 f"commit {str(field_value(record, 'git_commit') or '-')[:7]}",
+                 str(field_value(record, "date") or "")[:10]]
+        say(console, Text(f"[{number}] {record['source']}: {', '.join(p for p in parts if p)}"), hanging=4)
+    if any(field_value(record, "causal") is False for record in sources):
+        say(console, f"{NOT_CAUSAL} not causal at this depth (the separability audit): its time counts, as the "
+                     "paper's claim names every tLSTM, its 3D tLSTM+LN too; docs/fidelity.md says what the rows "
+                     "read without it.")
     say(console, "The numeric claims are the 3D tLSTM+CN's, at the paper's settings, with any initialisation. "
                   "reproduced: within 1.5x of the paper's samples (runtime: of L = 1's), or its accuracy reached; "
                   "not reproduced: run to at least the paper's samples and short of it; not run here: otherwise "
@@ -47,7 +55,12 @@ def claims(
 
 def _sources(rows) -> list[dict]:
     """The records the rows come from, each once, in the order the table numbers them."""
-    return list({id(row.record): row.record for row in rows if row.record is not None}.values())
+    return list({_key(row.record): row.record for row in rows if row.record is not None}.values())
+
+
+def _key(record: dict):
+    """One record, read once per claim: its file (two rows from one file share a number)."""
+    return record.get("source") or id(record)
 
 
 def _config(record: dict) -> str:
@@ -68,9 +81,9 @@ def claims_table(rows, folder: Path) -> TableView:
     table.add_column("best here", wrap=True)
     table.add_column("record", wrap=True)
     table.add_column("status")
-    numbers = {id(record): n for n, record in enumerate(_sources(rows), start=1)}
+    numbers = {_key(record): n for n, record in enumerate(_sources(rows), start=1)}
     for row in rows:
-        ref = "-" if row.record is None else f"[{numbers[id(row.record)]}] {record_label(row.record)}"
+        ref = "-" if row.record is None else f"[{numbers[_key(row.record)]}] {record_label(row.record)}"
         table.add_row(row.claim.name, row.claim.paper_text, row.best, ref,
                       Text(row.status, style=_STYLE[row.status]))
     return table

@@ -163,7 +163,7 @@ def _matches(claim: Claim, frame: pd.DataFrame) -> list[dict]:
                  & (frame["config"].map(_base) == THE_MODEL)]
     out = []
     for record in rows.to_dict("records"):
-        if _value(record, "lr_warmup") is not None:
+        if field_value(record, "lr_warmup") is not None:
             continue
         options = record.get("task_options") or {}
         if all(options.get(k) == v for k, v in claim.match.get("task_options", {}).items()) and all(
@@ -172,33 +172,35 @@ def _matches(claim: Claim, frame: pd.DataFrame) -> list[dict]:
     return out
 
 
-def _value(record: dict, name: str):
+def field_value(record: dict, name: str):
+    """A record's field, None where it is missing or NaN (a frame's empty cell)."""
     value = record.get(name)
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
 def _samples(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
     records = _matches(claim, frame)
-    solved = sorted((r for r in records if r.get("solved") and _value(r, "samples_to_solve")),
+    solved = sorted((r for r in records if r.get("solved") and field_value(r, "samples_to_solve")),
                     key=lambda r: r["samples_to_solve"])
     if solved and solved[0]["samples_to_solve"] <= WITHIN * claim.paper:
         return ClaimRow(claim, REPRODUCED, f"solved at {_k(solved[0]['samples_to_solve'])}", solved[0])
     # unsolved: the highest test accuracy, the fewer samples on a tie (not the longest run: a short
     # run that learned more is the better measurement; the status still asks whether any ran long)
     best = solved[0] if solved else max(records, default=None, key=lambda r: (
-        _value(r, "test_metric") or 0.0, -(_value(r, "samples_seen") or 0)))
+        field_value(r, "test_metric") or 0.0, -(field_value(r, "samples_seen") or 0)))
     if best is None:
         return ClaimRow(claim, NOT_RUN, "-")
     text = (f"solved at {_k(best['samples_to_solve'])}" if best in solved
-            else f"{_percent(best.get('test_metric'))} after {_k(best['samples_seen'])}")
-    ran_enough = any((_value(r, "samples_seen") or 0) >= claim.paper for r in records)
+            else f"{_percent(best.get('test_metric'))} after {_k(field_value(best, 'samples_seen') or 0)}")
+    ran_enough = any(max(field_value(r, "samples_seen") or 0, field_value(r, "samples_to_solve") or 0) >= claim.paper
+                     for r in records)
     return ClaimRow(claim, NOT_REPRODUCED if ran_enough else NOT_RUN, text, best)
 
 
 def _finished(record: dict) -> bool:
     """The run trained as the paper's did: to its early stopping (or the paper's epochs on enwik8)."""
     if record.get("task") == "enwik8":
-        return (_value(record, "epochs_done") or 0) >= PAPER_WIKI_EPOCHS
+        return (field_value(record, "epochs_done") or 0) >= PAPER_WIKI_EPOCHS
     return record.get("stop_reason") == "early_stopping"
 
 
@@ -216,7 +218,7 @@ def _bpc(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
 def _metric(claim: Claim, frame: pd.DataFrame, best_of, text_of, reached) -> ClaimRow:
     """The best test metric of the claim's records (``best_of``: max or min), reproduced when it
     ``reached`` the paper's; else not reproduced once a run trained as the paper's did."""
-    records = [r for r in _matches(claim, frame) if _value(r, "test_metric") is not None]
+    records = [r for r in _matches(claim, frame) if field_value(r, "test_metric") is not None]
     if not records:
         return ClaimRow(claim, NOT_RUN, "-")
     best = best_of(records, key=lambda r: r["test_metric"])
@@ -234,7 +236,7 @@ def _size(record: dict) -> str:
     """What makes two runtime records the same size: their parameter budget where they were
     built to one (each configuration and depth then has its own M: the paper's comparison, at a
     fixed parameter number), else their M."""
-    budget, channels = _value(record, "budget"), _value(record, "channels")
+    budget, channels = field_value(record, "budget"), field_value(record, "channels")
     return str(budget) if budget else f"M={int(channels)}" if channels is not None else "M=?"
 
 
@@ -247,9 +249,9 @@ def _gpu_times(frame: pd.DataFrame) -> dict:
     rows = frame[(frame["kind"] == "runtime") & (frame["device"] == "cuda") & frame["config"].isin(CONFIG_NAMES)]
     groups: dict = {}
     for record in rows.to_dict("records"):
-        if _value(record, "ms_per_step") is None or not _trusted(record):
+        if field_value(record, "ms_per_step") is None or not _trusted(record):
             continue
-        batch, precision = _value(record, "batch"), _value(record, "precision")
+        batch, precision = field_value(record, "batch"), field_value(record, "precision")
         key = tuple(str(record.get(k)) for k in _MACHINE) + (_size(record), int(batch or 1), precision or "ieee")
         cell = groups.setdefault(key, {}).setdefault(record["config"], {}).setdefault(record["implementation"], {})
         depth = int(record["depth"])
@@ -260,10 +262,10 @@ def _gpu_times(frame: pd.DataFrame) -> dict:
 
 def _trusted(record: dict) -> bool:
     def flag(name: str) -> bool | None:  # None when absent; numpy's bools from a bool column too
-        value = _value(record, name)
+        value = field_value(record, name)
         return None if value is None else bool(value)
 
-    return ((_value(record, "status") or "ok") == "ok" and flag("wrong") is not True
+    return ((field_value(record, "status") or "ok") == "ok" and flag("wrong") is not True
             and flag("valid") is not False and flag("check_ok") is not False)
 
 
@@ -276,17 +278,24 @@ def _on_the_gpu(by_impl: dict) -> bool:
     return any(impl in CUDA_IMPLEMENTATIONS for impl in by_impl)
 
 
+def _gpu_only(by_impl: dict) -> dict:
+    """A tLSTM's GPU implementations' timings only: a per-op loop's time at one depth beside a
+    GPU implementation's at another compares launches with the model."""
+    return {impl: depths for impl, depths in by_impl.items() if impl in CUDA_IMPLEMENTATIONS}
+
+
 def _flat_ratio(by_impl: dict) -> tuple[float, dict] | None:
-    """(fastest time at the deepest depth >= 5) / (fastest time at L = 1), each the fastest over
-    the implementations at that depth: the model's runtime as a user gets it. Not the flattest
+    """(slowest of the fastest times at the depths >= 5) / (fastest time at L = 1), each the fastest over
+    the GPU implementations at that depth: the model's runtime as a user gets it. Not the flattest
     implementation's own ratio: a launch-bound loop (``fast`` on a GPU, ~400 us a step at any L)
     is flat because it is slow everywhere, which says nothing of the model."""
+    by_impl = _gpu_only(by_impl)
     deep = [d for d in {d for depths in by_impl.values() for d in depths} if d >= PAPER_MIN_DEPTH]
     first = _fastest(by_impl, 1)
     if first is None or not deep:
         return None
-    last = _fastest(by_impl, max(deep))
-    return last["ms_per_step"] / first["ms_per_step"], last
+    worst = max((_fastest(by_impl, d) for d in deep), key=lambda r: r["ms_per_step"])  # every L >= 5
+    return worst["ms_per_step"] / first["ms_per_step"], worst
 
 
 def _runtime_flat(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
@@ -318,7 +327,8 @@ def _runtime_vs_slstm(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
         if "slstm" not in configs or not all(c in configs and _on_the_gpu(configs[c]) for c in TLSTMS):
             continue
         for depth in sorted({d for by in configs["slstm"].values() for d in by if d >= PAPER_MIN_DEPTH}):
-            fastest = {c: _fastest(configs[c], depth) for c in ("slstm", *TLSTMS)}
+            fastest = {c: _fastest(configs[c] if c == "slstm" else _gpu_only(configs[c]), depth)
+                       for c in ("slstm", *TLSTMS)}
             if all(fastest.values()):
                 slowest = max(TLSTMS, key=lambda c: fastest[c]["ms_per_step"])
                 ratio = fastest[slowest]["ms_per_step"] / fastest["slstm"]["ms_per_step"]
@@ -340,13 +350,13 @@ def _percent(value) -> str:
 
 
 def _epochs(record: dict) -> str:
-    done = _value(record, "epochs_done")
-    return f"{done:.0f} epochs" if done is not None else f"{_k(_value(record, 'samples_seen') or 0)} samples"
+    done = field_value(record, "epochs_done")
+    return f"{done:.0f} epochs" if done is not None else f"{_k(field_value(record, 'samples_seen') or 0)} samples"
 
 
 def record_label(record: dict) -> str:
     """Where a row's record comes from, short: the device and the commit (or the code version)."""
-    device = str(record.get("device_name") or record.get("device") or "?")
+    device = str(field_value(record, "device_name") or field_value(record, "device") or "?")
     gpu = next((w for w in device.split() if any(ch.isdigit() for ch in w)), None)
     where = gpu if record.get("device") == "cuda" and gpu else str(record.get("device") or "?")
     commit = record.get("git_commit")
