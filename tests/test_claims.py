@@ -266,3 +266,10 @@ def test_the_list_names_each_file_once_and_marks_a_non_causal_record(tmp_path):
     listed = [line for line in result.output.splitlines() if line.startswith("[")]
     assert len(listed) == 1 and "3d-ln† L=7" in listed[0] and "nan" not in result.output  # both rows: one file
     assert "not causal at this depth" in result.output
+
+
+def test_a_runtime_claim_not_run_says_how_far_the_gpu_records_got():
+    shallow = [runtime(c, d, 0.05) for c in TLSTMS for d in (1, 4)] + [runtime("slstm", 4, 0.1)]
+    assert row(shallow, FLAT_CLAIM).best == "6 of 6 tLSTMs on a GPU, to L=4"
+    assert row(shallow[:-1], VS_SLSTM).best == "6 of 6 tLSTMs on a GPU, to L=4, no sLSTM"
+    assert row([runtime(c, 10, 0.05, device="cpu") for c in TLSTMS], FLAT_CLAIM).best == "no GPU records"

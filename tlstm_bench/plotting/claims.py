@@ -306,7 +306,7 @@ def _runtime_flat(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
         if ratios:
             outcomes.append(ratios)
     if not outcomes:
-        return ClaimRow(claim, NOT_RUN, "no GPU records")
+        return ClaimRow(claim, NOT_RUN, _gpu_reach(frame))
     best = min(outcomes, key=lambda o: (-len(o), max(r for r, _ in o.values())))
     worst = max(best, key=lambda c: best[c][0])
     ratio, record = best[worst]
@@ -314,6 +314,21 @@ def _runtime_flat(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
     if len(best) < len(TLSTMS):
         return ClaimRow(claim, NOT_RUN, f"{len(best)} of {len(TLSTMS)} measured; {text}", record)
     return ClaimRow(claim, REPRODUCED if ratio <= WITHIN else NOT_REPRODUCED, text, record)
+
+
+def _gpu_reach(frame: pd.DataFrame, *, slstm: bool = False) -> str:
+    """How far the GPU records got, for a runtime claim they do not settle: how many tLSTMs were
+    timed with a GPU implementation, to which depth, and (``slstm``) whether the sLSTM was."""
+    times = _gpu_times(frame).values()
+    depths: dict = {}  # tLSTM -> the depths a GPU implementation timed, over every group
+    for configs in times:
+        for c in TLSTMS:
+            if c in configs and _on_the_gpu(configs[c]):
+                depths.setdefault(c, set()).update(d for by in _gpu_only(configs[c]).values() for d in by)
+    if not depths:
+        return "no GPU records"
+    text = f"{len(depths)} of {len(TLSTMS)} tLSTMs on a GPU, to L={max(max(d) for d in depths.values())}"
+    return text + ("" if not slstm or any("slstm" in configs for configs in times) else ", no sLSTM")
 
 
 def _fastest(by_impl: dict, depth: int) -> dict | None:
@@ -334,7 +349,7 @@ def _runtime_vs_slstm(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
                 ratio = fastest[slowest]["ms_per_step"] / fastest["slstm"]["ms_per_step"]
                 candidates.append((ratio, depth, fastest[slowest]))
     if not candidates:
-        return ClaimRow(claim, NOT_RUN, "no GPU records")
+        return ClaimRow(claim, NOT_RUN, _gpu_reach(frame, slstm=True))
     ratio, depth, record = min(candidates, key=lambda c: c[0])
     text = f"slowest {record['config']} x{ratio:.2f} sLSTM, L={depth}, {_size(record)}"
     return ClaimRow(claim, REPRODUCED if ratio < 1 else NOT_REPRODUCED, text, record)
