@@ -273,3 +273,9 @@ def test_a_runtime_claim_not_run_says_how_far_the_gpu_records_got():
     assert row(shallow, FLAT_CLAIM).best == "6 of 6 tLSTMs on a GPU, to L=4"
     assert row(shallow[:-1], VS_SLSTM).best == "6 of 6 tLSTMs on a GPU, to L=4, no sLSTM"
     assert row([runtime(c, 10, 0.05, device="cpu") for c in TLSTMS], FLAT_CLAIM).best == "no GPU records"
+
+
+def test_the_flat_row_names_the_l1_implementation_where_it_differs():
+    records = flat(2.0) + [runtime(c, 1, 0.04, implementation="triton") for c in TLSTMS]
+    assert row(records, FLAT_CLAIM).best == "3d-cn x2.50 at L=10 (cuda-graph; L=1: triton, M=100)"
+    assert row(flat(2.0), FLAT_CLAIM).best == "3d-cn x2.00 at L=10 (cuda-graph, M=100)"
