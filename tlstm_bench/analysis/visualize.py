@@ -183,9 +183,9 @@ def best_checkpoint(sweep: str, *, task: str | None = None, root: "str | Path | 
     if task is not None:
         rows = rows[rows["task"] == task]
     rows = rows[rows["test_metric"].notna()]
-    what = f"task {task}" if task else "any task"
+    what = f" of task {task}" if task else ""
     if rows.empty:
-        raise UserError(f"no trained tLSTM for {what} in sweep {sweep}; run `tlstm-bench sweep {sweep}` first, "
+        raise UserError(f"no trained tLSTM{what} in sweep {sweep}; run `tlstm-bench sweep {sweep}` first, "
                         "or give a checkpoint")
     from ..sweeps.cell import cell_checkpoint_dir
     from ..training import checkpoint_path
@@ -193,7 +193,7 @@ def best_checkpoint(sweep: str, *, task: str | None = None, root: "str | Path | 
     folder = cell_checkpoint_dir(store, sweep, "")
     rows = rows[[checkpoint_path(cell_checkpoint_dir(store, sweep, str(i))).is_file() for i in rows["id"]]]
     if rows.empty:
-        raise UserError(f"sweep {sweep} has trained tLSTMs for {what} but no checkpoint of them in {folder} "
+        raise UserError(f"sweep {sweep} has trained tLSTMs{what} but no checkpoint of them in {folder} "
                         "(a sweep deletes a finished cell's checkpoint); train one with `tlstm-bench train CONFIG "
                         "--task TASK -L L --checkpoint-dir DIR` and run `tlstm-bench visualize DIR`")
     if rows["task"].nunique() > 1:
