@@ -40,15 +40,16 @@ def test_time_left_counts_each_kind_of_cell_at_its_own_mean():
     spread over the jobs."""
     from tlstm_bench.sweeps.runner import time_left
 
-    runtime_done = {"runtime": [(1, 1.0)] * 14}
-    assert time_left([("train", 1, 0.0)] * 14, runtime_done, jobs=1) == (0.0, True)
-    assert time_left([("runtime", 1, 0.0)] * 2 + [("train", 1, 0.0)] * 14, {"runtime": [(1, 1.0), (1, 3.0)]},
-                     jobs=1) == (4.0, True)
-    took = {**runtime_done, "train": [(1, 30.0)]}
-    left = [("train", 1, 10.0)] + [("train", 1, 0.0)] * 12  # one has run 10 s of its 30
+    runtime_done = {"runtime": [(1, "8", 1.0)] * 14}
+    assert time_left([("train", 1, "s", 0.0)] * 14, runtime_done, jobs=1) == (0.0, True)
+    assert time_left([("runtime", 1, "8", 0.0)] * 2 + [("train", 1, "s", 0.0)] * 14,
+                     {"runtime": [(1, "8", 1.0), (1, "8", 3.0)]}, jobs=1) == (4.0, True)
+    took = {**runtime_done, "train": [(1, "s", 30.0)]}
+    left = [("train", 1, "s", 10.0)] + [("train", 1, "s", 0.0)] * 12  # one has run 10 s of its 30
     assert time_left(left, took, jobs=1) == (20.0 + 12 * 30.0, False)
     assert time_left(left, took, jobs=2) == ((20.0 + 12 * 30.0) / 2, False)
-    assert time_left([("train", 1, 45.0)], took, jobs=4) == (0.0, False)  # past its mean: nothing more promised
+    # past its mean: nothing more promised, and only a floor (it is taking longer than the others did)
+    assert time_left([("train", 1, "s", 45.0)], took, jobs=4) == (0.0, True)
     assert time_left([], took, jobs=1) == (0.0, False)
 
 
@@ -58,11 +59,30 @@ def test_time_left_is_a_floor_while_a_deeper_cell_than_any_finished_is_left():
     "at least" (``>``) until a cell as deep as every cell left has finished."""
     from tlstm_bench.sweeps.runner import time_left
 
-    took = {"train": [(1, 70.0)]}
-    assert time_left([("train", 4, 0.0), ("train", 7, 0.0)], took, jobs=2) == (70.0, True)
-    took["train"].append((7, 700.0))
-    assert time_left([("train", 4, 0.0), ("train", 7, 100.0)], took, jobs=2) == ((385.0 + 285.0) / 2, False)
-    assert time_left([("train", 1, 0.0)], took, jobs=1) == (385.0, False)  # shallower: the mean is not a floor
+    took = {"train": [(1, "s", 70.0)]}
+    assert time_left([("train", 4, "s", 0.0), ("train", 7, "s", 0.0)], took, jobs=2) == (70.0, True)
+    took["train"].append((7, "s", 700.0))
+    assert time_left([("train", 4, "s", 0.0), ("train", 7, "s", 100.0)], took, jobs=2) == ((385.0 + 285.0) / 2,
+                                                                                             False)
+    assert time_left([("train", 1, "s", 0.0)], took, jobs=1) == (385.0, False)  # shallower: the mean is not a floor
+
+
+def test_time_left_is_a_floor_while_a_size_no_finished_cell_had_is_left():
+    """The runtime sweep: its M = 100 cells finish in seconds, then its 10M cells take minutes
+    each; the M = 100 cells' mean said "~0:40 left" while one 10M cell ran for five minutes."""
+    from tlstm_bench.sweeps.runner import cell_size, time_left
+
+    took = {"runtime": [(d, "100", 8.0) for d in (1, 4, 7, 10)]}
+    left = [("runtime", d, "10M", 0.0) for d in (1, 4, 7, 10)]
+    assert time_left(left, took, jobs=1) == (32.0, True)
+    took["runtime"] += [(d, "10M", 200.0) for d in (1, 4)]
+    assert time_left(left[2:], took, jobs=1) == (400.0, True)  # 10M cells count at their own mean; L = 7 > 4
+    took["runtime"].append((7, "10M", 200.0))
+    assert time_left(left[3:], took, jobs=1) == (200.0, True)  # L = 10 deeper than every 10M cell done
+    took["runtime"].append((10, "10M", 200.0))
+    assert time_left([("runtime", 7, "10M", 0.0)], took, jobs=1) == (200.0, False)
+    assert cell_size({"budget": "10M", "channels": None}) == "10M" and cell_size({"channels": 100}) == "100"
+    assert cell_size({"preset": "memorization-small"}) == "memorization-small"
 
 
 def test_a_sweep_reports_its_own_estimate_of_the_time_left(tmp_path, fake_env):

@@ -449,26 +449,39 @@ def outcome_note(outcome: Outcome) -> Event | None:
     return Event("note", f"{mark} {outcome.cell.label()}{where}: {_describe(outcome)}{extra}", level=level)
 
 
-def time_left(cells_left: list[tuple[str, int, float]], took: dict[str, list[tuple[int, float]]],
+def cell_size(spec: dict) -> str:
+    """A cell's model size as the estimate compares it: its budget, else its M, else its preset."""
+    return str(spec.get("budget") or spec.get("channels") or spec.get("preset") or "")
+
+
+def time_left(cells_left: list[tuple[str, int, str, float]], took: dict[str, list[tuple[int, str, float]]],
               jobs: int) -> tuple[float, bool]:
-    """A sweep's seconds left: each unfinished cell, given as (its kind, its depth, how long it
-    has run so far: 0 if it has not started), at the mean wall time of the cells of its kind
-    that ran here to the end, given as (depth, seconds), less what it has run; the sum spread
-    over ``jobs`` at once. And whether that is only a floor (at least that long): a kind with
-    cells left has no finished cell yet, or a cell left is deeper than every finished cell of
-    its kind (a deeper model takes longer, so shallow cells' mean undercounts it). The quick
-    sweep's runtime cells take a second, its training cells half a minute, so the average over
-    cells would say 1 minute where 6 are left."""
-    seen = {kind: (sum(s for _, s in runs) / len(runs), max(d for d, _ in runs))  # (mean wall time, deepest)
-            for kind, runs in took.items() if runs}
+    """A sweep's seconds left: each unfinished cell, given as (its kind, its depth, its size
+    (:func:`cell_size`), how long it has run so far: 0 if it has not started), at the mean wall
+    time of the cells of its kind and size that ran here to the end, given as (depth, size,
+    seconds), else of its kind, less what it has run; the sum spread over ``jobs`` at once. And
+    whether that is only a floor (at least that long): a kind with cells left has no finished
+    cell yet; a cell left is of a size none of them had, or deeper than every one of its size
+    (a larger or deeper model takes longer, so the mean of the others undercounts it); or a
+    running cell has run longer than that mean already. The quick sweep's runtime cells take a
+    second, its training cells half a minute, so the average over cells would say 1 minute where
+    6 are left."""
+    def summary(runs: list) -> tuple[float, int]:  # (mean wall time, deepest)
+        return sum(s for _, _, s in runs) / len(runs), max(d for d, _, _ in runs)
+
+    by_kind = {kind: summary(runs) for kind, runs in took.items() if runs}
+    by_size = {}
+    for kind, runs in took.items():
+        for size in {z for _, z, _ in runs}:
+            by_size[kind, size] = summary([r for r in runs if r[1] == size])
     total, floor = 0.0, False
-    for kind, depth, running_s in cells_left:
-        if kind not in seen:
+    for kind, depth, size, running_s in cells_left:
+        if kind not in by_kind:
             floor = True
             continue
-        mean, deepest = seen[kind]
+        mean, deepest = by_size.get((kind, size), (by_kind[kind][0], -1))  # an unseen size: a floor
         total += max(0.0, mean - running_s)
-        floor = floor or depth > deepest
+        floor = floor or depth > deepest or running_s > mean
     return total / max(1, min(jobs, len(cells_left))), floor
 
 
@@ -481,7 +494,7 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
     counts: Counter = Counter()
     running = [0]
     started: dict[str, float] = {}  # cell id -> when it started here
-    took: dict[str, list[tuple[int, float]]] = {}  # kind -> (depth, wall time) of its cells that ran here
+    took: dict[str, list[tuple[int, str, float]]] = {}  # kind -> (depth, size, wall time) of its cells run here
 
     def work(cell: Cell) -> Outcome:
         running[0] += 1
@@ -499,8 +512,8 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
                   f"failed {counts['failed'] + counts['skipped-failed']}"
                   + (f" · elsewhere {counts['taken']}" if counts["taken"] else ""))
         finished, now = {o.cell.id for o in outcomes}, time.monotonic()
-        left_s, floor = time_left([(c.kind, c.spec["depth"], now - started.get(c.id, now)) for c in cells
-                                   if c.id not in finished], took, jobs)
+        left_s, floor = time_left([(c.kind, c.spec["depth"], cell_size(c.spec), now - started.get(c.id, now))
+                                   for c in cells if c.id not in finished], took, jobs)
         report(Event("advance", status, done=len(outcomes), total=len(cells), left_s=left_s, left_floor=floor))
 
     sweeps = sorted({cell.sweep for cell in cells})
@@ -516,8 +529,8 @@ def run_local(cells: list[Cell], root: Path, *, jobs: int = 1, cell_fn: str = DE
                     outcomes.append(outcome)
                     counts[outcome.state] += 1
                     if outcome.state in ("ok", "failed"):  # ran here, to its end
-                        took.setdefault(outcome.cell.kind, []).append((outcome.cell.spec["depth"],
-                                                                       outcome.wall_time_s))
+                        took.setdefault(outcome.cell.kind, []).append(
+                            (outcome.cell.spec["depth"], cell_size(outcome.cell.spec), outcome.wall_time_s))
                     line = outcome_note(outcome)
                     if line is not None:
                         report(line)
