@@ -62,6 +62,42 @@ def test_slurm_without_sbatch_is_a_user_error(tmp_path, fake_env, monkeypatch):
         run_sweep(spec, root=tmp_path / "s", executor="slurm", cell_fn=FAKE, code="v")
 
 
+@pytest.mark.parametrize("says, options, expected", [
+    ("sbatch: error: Invalid generic resource (gres) specification", ["--partition", "gpu", "--gpus-per-job", "1"],
+     "error: sbatch refused the 4 jobs, nothing was submitted: Invalid generic resource (gres) specification; "
+     "check --partition gpu and --gpus-per-job 1 against what sinfo lists"),
+    ("sbatch: warning: can't run 1 processes on 2 nodes\n"
+     "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)", [],
+     "error: sbatch refused the 4 jobs, nothing was submitted: Unable to contact slurm controller (connect "
+     "failure); check that the SLURM controller answers (sinfo)"),
+], ids=["gres", "no-controller"])
+def test_sbatch_refusing_the_array_is_one_line_exit_2(tmp_path, fake_env, says, options, expected):
+    """An sbatch that refuses the job array (a gres the partition lacks, no controller): one
+    `error:` line saying what sbatch said and what to check, exit 2, no traceback, and the store as
+    it was (no record, no claim), so the same command, fixed, submits every cell."""
+    pytest.importorskip("submitit")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "sbatch.calls"
+    sbatch = bin_dir / "sbatch"
+    sbatch.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nprintf \'%s\\n\' "$FAKE_SBATCH_SAYS" >&2\nexit 1\n')
+    sbatch.chmod(0o755)
+    spec = write_spec(tmp_path, RUNTIME_SPEC)
+    root = tmp_path / "results" / "store"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "FAKE_SBATCH_SAYS": says,
+           "COLUMNS": "80"}
+    done = subprocess.run([sys.executable, "-m", "tlstm_bench", "sweep", str(spec), "--executor", "slurm",
+                           "--only", "depth=1", "--results-dir", str(root.parent), "--cell-fn", FAKE, *options],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(calls.read_text().splitlines()) == 1                 # the whole array, one sbatch call
+    assert "Traceback" not in done.stdout + done.stderr and "submitted" not in done.stdout
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(expected), done.stderr
+    assert done.stderr.rstrip().endswith("then run the same command again")
+    assert records(root) == [] and list((root / "t").glob(".locks/*")) == []
+    assert executions(fake_env) == {}                                # no cell ran
+
+
 # ---- real SLURM ----------------------------------------------------------------------------------
 
 

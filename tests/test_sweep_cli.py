@@ -63,6 +63,29 @@ def test_cli_malformed_spec_is_one_line_exit_2(tmp_path):
     assert "unknown key 'colour'" in result.output and "Traceback" not in result.output
 
 
+def test_the_left_out_count_is_of_the_cells_only_selects(tmp_path):
+    """On a CPU, the plan counts the CUDA-only cells that --only would have selected, not the whole
+    grid's (`runtime` leaves out 144 in all)."""
+    def dry(*only):
+        args = ["sweep", "runtime", "--device", "cpu", "--dry-run", "--results-dir", str(tmp_path)]
+        for item in only:
+            args += ["--only", item]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+        return result.exit_code, " ".join(result.output.split())
+
+    code, text = dry("config=slstm,2d", "depth=1,4")  # 2d's triton, triton-graph, cuda-graph at M=100 and 10M
+    assert code == 0, text
+    assert "12 cells, 0 done" in text and "; 12 cells of triton, triton-graph, cuda-graph left out: they need a " \
+                                         "CUDA GPU" in text and "144" not in text
+    code, text = dry("config=2d", "implementation=triton,fast", "depth=1")
+    assert code == 0 and "2 cells, 0 done" in text and "; 2 cells of triton left out: they need a CUDA GPU" in text
+    code, text = dry("config=slstm")  # the sLSTM has no CUDA-only implementation: nothing left out
+    assert code == 0 and "left out" not in text, text
+    code, text = dry("config=2d", "implementation=triton")  # nothing else: refused with the count of those
+    assert code == 2 and text.startswith("error: no cell of sweep 'runtime' can run on cpu: 8 cells of triton "
+                                         "left out: they need a CUDA GPU"), text
+
+
 def test_dry_run_shows_plan_and_done_cells(tmp_path, fake_env):
     spec = write_spec(tmp_path, RUNTIME_SPEC)
     root = tmp_path / "store"

@@ -76,19 +76,25 @@ def needs_cuda(implementation: str, device: str) -> bool:
     return implementation in CUDA_IMPLEMENTATIONS and not device.startswith("cuda")
 
 
-def left_out(spec: SweepSpec, device: str | None = None) -> dict[str, int]:
+def left_out(spec: SweepSpec, device: str | None = None, filters: dict[str, set[str]] | None = None, *,
+             code: str | None = None, machine: dict | None = None) -> dict[str, int]:
     """{implementation: number of cells} of the runtime cells :func:`expand` leaves out on
-    ``device`` (default: the spec's), because they need a CUDA GPU; {} when none."""
+    ``device`` (default: the spec's), because they need a CUDA GPU; {} when none.
+
+    ``filters`` (:func:`parse_filters`, the sweep's ``--only``): count only the left-out cells
+    they select, as the plan holds only the cells they select. ``code`` and ``machine`` as for
+    :func:`expand` (what an ``id`` or ``key`` filter compares with)."""
     device = device or spec.device
-    counts: dict[str, int] = {}
-    for section in spec.sections:
-        if section.kind != "runtime":
-            continue
-        for implementation in section.settings["implementations"]:
-            if needs_cuda(implementation, device):
-                configs = sum(_implementation_ok(c, implementation) for c in section.configs)
-                counts[implementation] = (counts.get(implementation, 0)
-                                          + configs * len(section.depths) * len(section.seeds))
+    implementations = [implementation for section in spec.sections if section.kind == "runtime"
+                       for implementation in section.settings["implementations"]]
+    if not any(needs_cuda(implementation, device) for implementation in implementations):
+        return {}
+    cells = _expand(spec, code=code, device=device, machine=machine, left_out=True)
+    if filters:
+        cells = select(cells, filters)
+    counts = dict.fromkeys(implementations, 0)   # in the spec's order
+    for cell in cells:
+        counts[cell.spec["implementation"]] += 1
     return {k: v for k, v in counts.items() if v}
 
 
@@ -124,6 +130,13 @@ def expand(spec: SweepSpec, *, code: str | None = None, device: str | None = Non
     :func:`tlstm_bench.results.provenance.machine`); a runtime measured on another machine
     is another cell.
     """
+    return _expand(spec, code=code, device=device, machine=machine, left_out=False)
+
+
+def _expand(spec: SweepSpec, *, code: str | None, device: str | None, machine: dict | None,
+            left_out: bool) -> list[Cell]:
+    """:func:`expand`; with ``left_out``, instead the runtime cells it leaves out on ``device``
+    because they need a CUDA GPU (:func:`needs_cuda`), as they would be (for :func:`left_out`)."""
     from ..results.provenance import machine as this_machine
 
     code = code if code is not None else code_version()
@@ -143,7 +156,8 @@ def expand(spec: SweepSpec, *, code: str | None = None, device: str | None = Non
                                     f"registered name")
             for config in section.configs:
                 for implementation in section.settings["implementations"]:
-                    if not _implementation_ok(config, implementation) or needs_cuda(implementation, device):
+                    if (not _implementation_ok(config, implementation)
+                            or needs_cuda(implementation, device) != left_out):
                         continue
                     for depth in section.depths:
                         for seed in section.seeds:
@@ -152,7 +166,7 @@ def expand(spec: SweepSpec, *, code: str | None = None, device: str | None = Non
                                 **common, "config": config, "depth": depth, "seed": seed,
                                 "implementation": implementation, "timed_with": sorted(section.depths),
                                 **settings}, code, section.timeout_s))
-        else:
+        elif not left_out:
             settings = {k: v for k, v in section.settings.items() if k not in ("lr", "lr_warmup")}
             # lr and lr_warmup: axes, in a cell's spec (and key) only when given (a warm-up: when not "none")
             lrs = [{"lr": lr} for lr in section.settings["lr"]] if "lr" in section.settings else [{}]
@@ -165,7 +179,8 @@ def expand(spec: SweepSpec, *, code: str | None = None, device: str | None = Non
                             cells.append(make_cell(spec.name, {
                                 **common, "config": config, "depth": depth, "seed": seed, **settings, **lr},
                                 code, section.timeout_s))
-    _check_distinct(spec, cells)
+    if not left_out:
+        _check_distinct(spec, cells)
     return cells
 
 

@@ -73,8 +73,10 @@ def plan_sweep(spec: "str | Path | SweepSpec", *, root: "str | Path", only=(), d
     if device is not None:
         parse_device(device)
     code = code if code is not None else code_version()
-    skipped = left_out(spec, device)
-    cells = select(expand(spec, code=code, device=device, machine=machine), parse_filters(only))
+    filters = parse_filters(only)
+    # what the plan leaves out of the cells --only selects, not of the whole grid
+    skipped = left_out(spec, device, filters, code=code, machine=machine)
+    cells = select(expand(spec, code=code, device=device, machine=machine), filters)
     if not cells and skipped:
         raise UserError(f"no cell of sweep {spec.name!r} can run on {device or spec.device}: "
                         f"{left_out_text(skipped)}; run it with --device cuda on a GPU machine")

@@ -9,8 +9,11 @@ that ended without a result (time limit, out of memory, node failure, ``scancel`
 
 from __future__ import annotations
 
+import contextlib
+import io
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,9 +136,8 @@ def run_slurm(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_fn: 
     timeout_min = max(options.time_limit_min, int(max(c.timeout_s for c in todo) / 60) + 2)
     executor = _executor(options, folder, job_name, timeout_min)
     root_abs = Path(root).resolve()
-    with executor.batch():
-        jobs = [executor.submit(run_cell, cell, root_abs, cell_fn=cell_fn, retry_failed=retry_failed,
-                                extra_env=extra_env) for cell in todo]
+    jobs = _submit(executor, todo, options, root_abs, cell_fn=cell_fn, retry_failed=retry_failed,
+                   extra_env=extra_env)
     note(report, f"submitted {len(jobs)} jobs ({options.cluster}); job ids {jobs[0].job_id} ... {jobs[-1].job_id}; "
          f"logs in {folder}")
     try:
@@ -145,6 +147,62 @@ def run_slurm(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_fn: 
              "rerun the same command later to collect them (or scancel them)", "warning")
         return outcomes, True
     return outcomes, False
+
+
+def _submit(executor, todo: list[Cell], options: SlurmOptions, root: Path, **kwargs) -> list:
+    """Submit the cells as one job array (one sbatch call); a one-line UserError when sbatch
+    refuses it (a bad partition or GPU request, no controller), saying what sbatch said.
+
+    Nothing is claimed before the jobs run (each job claims its cell), so a refused array leaves
+    the store as it was: running the same command again, fixed, submits every cell. submitit
+    prints sbatch's whole stderr when it fails; that is kept here and said in the error's one line.
+    """
+    from submitit.core.utils import FailedJobError
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said), executor.batch():
+            jobs = [executor.submit(run_cell, cell, root, **kwargs) for cell in todo]
+    except (FailedJobError, subprocess.CalledProcessError, FileNotFoundError) as exc:
+        if isinstance(exc, FileNotFoundError) and exc.filename != "sbatch":
+            raise  # not sbatch missing: a file of the store's, which the CLI reports as a disk problem
+        raise UserError(_refused_text(exc, said.getvalue(), options, len(todo))) from None
+    if said.getvalue():  # not ours to swallow when the submission went through
+        sys.stderr.write(said.getvalue())
+    return jobs
+
+
+def _refused_text(exc: Exception, printed: str, options: SlurmOptions, n: int) -> str:
+    """The one line of a refused submission: what sbatch said, and what to check."""
+    if isinstance(exc, FileNotFoundError):
+        return ("--executor slurm needs a SLURM cluster (sbatch is gone from PATH); run on a login node, "
+                "or use --executor local")
+    asked = ([f"--partition {options.partition}"] if options.partition else []) + \
+        ([f"--gpus-per-job {options.gpus_per_job}"] if options.gpus_per_job else [])
+    check = (f"check {' and '.join(asked)} against what sinfo lists (partitions, GPUs as gres) and that the "
+             "SLURM controller answers" if asked else
+             "check that the SLURM controller answers (sinfo) and that the default partition takes jobs")
+    jobs = f"{n} job{'s' if n != 1 else ''}"
+    return f"sbatch refused the {jobs}, nothing was submitted: {_sbatch_said(exc, printed)}; {check}, " \
+           "then run the same command again"
+
+
+def _sbatch_said(exc: Exception, printed: str = "") -> str:
+    """sbatch's first line that says an error (else its first line) from a failed submission:
+    submitit's FailedJobError (its message is sbatch's stderr) or a CalledProcessError."""
+    texts = [printed, str(exc) if not isinstance(exc, subprocess.CalledProcessError) else ""]
+    cause = exc if isinstance(exc, subprocess.CalledProcessError) else exc.__cause__
+    if isinstance(cause, subprocess.CalledProcessError):
+        for out in (cause.stderr, cause.output):
+            texts.append(out.decode(errors="replace") if isinstance(out, bytes) else out or "")
+    lines = [" ".join(line.split()) for text in texts for line in text.splitlines() if line.strip()]
+    line = next((line for line in lines if "error" in line.lower()), lines[0] if lines else None)
+    if line is None:
+        code = getattr(cause, "returncode", None)
+        return f"it exited with code {code} and said nothing" if code is not None else "it said nothing"
+    for prefix in ("sbatch: error: ", "sbatch: ", "Batch job submission failed: "):
+        line = line[len(prefix):] if line.startswith(prefix) else line
+    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def _wait_for_jobs(remaining: list, outcomes: list[Outcome], root: Path, options: SlurmOptions, folder: Path,
