@@ -255,7 +255,7 @@ def test_a_long_note_wraps_between_words_in_a_terminal_and_stays_whole_piped(ter
     from tlstm_bench.cli.render import Renderer
     from tlstm_bench.events import Event
 
-    message = ("ok train memorization 2d-f L=2 seed=0 memorization-small size (223.5 s): test accuracy 0.2367, "
+    message = ("ok train memorization 2d-f L=2 seed=0 preset memorization-small (223.5 s): test accuracy 0.2367, "
                "M=32, solved after 5,250 samples")
     out = io.StringIO()
     with Renderer(Console(width=80, file=out, force_terminal=terminal, color_system=None)) as report:

@@ -121,3 +121,12 @@ def test_a_train_cell_trains_at_its_lr(tmp_path):
                if c.spec["config"] == "slstm"]
     record = execute(cell.spec, checkpoint_dir=tmp_path / "checkpoints")
     assert record["lr"] == 3e-4 and record["samples_seen"] >= 30
+
+
+def test_a_cell_label_says_each_thing_once(tmp_path):
+    """A sweep's log line names the cell: 'runtime 2d L=1 ...', not 'runtime runtime', and a
+    preset's cell 'preset memorization-small', not 'memorization-small size'."""
+    train = expand(load_spec(write_spec(tmp_path, TRAIN_SPEC, "t")), code="v1")[0]
+    assert train.label().startswith("train memorization ") and "preset memorization-small" in train.label()
+    runtime = expand(load_spec(write_spec(tmp_path, RUNTIME_SPEC, "r")), code="v1")[0]
+    assert runtime.label().startswith(f"runtime {runtime.spec['config']} L=")

@@ -125,7 +125,7 @@ def test_malformed_top_level_keys(tmp_path, change, message):
     ('task = "memorization"\nconfigs=["2d-m:window=appendix"]\ndepths=[1]\nchannels=8\n[runtime]\n',
      r"not a configuration.*memory_conv=0"),
     ('task = "runtime"\nconfigs=["2d"]\ndepths=[1]\n[[runtime]]\nchannels=8\n[[runtime]]\nchannels=8\n',
-     r"two \[\[runtime\]\] tables give the same cell \(runtime runtime 2d L=1"),
+     r"two \[\[runtime\]\] tables give the same cell \(runtime 2d L=1"),
     ('task = "runtime"\nconfigs=["2d"]\ndepths=[1]\nchannels=8\n[[runtime]]\n[[runtime]]\ndepths=[2,1]\n',
      r"two \[\[runtime\]\] tables give the same cell"),
     ('task = "memorization"\nconfigs=["2d"]\ndepths=[1]\nchannels=8\n[[train]]\n[[train]]\n',

@@ -41,7 +41,7 @@ class Cell:
         if s.get("channels") is not None:
             size = f"M={s['channels']}"
         else:
-            size = f"budget={s['budget']}" if s.get("budget") is not None else f"{s.get('preset')} size"
+            size = f"budget={s['budget']}" if s.get("budget") is not None else f"preset {s.get('preset')}"
         extra = ""
         if s["kind"] == "runtime" and s.get("implementation") != "default":
             extra = f" impl={s['implementation']}"
@@ -49,7 +49,8 @@ class Cell:
             extra += f" lr={s['lr']:g}"
         if s.get("lr_warmup") is not None:
             extra += f" warmup={s['lr_warmup']}"
-        return f"{s['kind']} {s['task']} {s['config']} L={s['depth']} seed={s['seed']} {size}{extra}"
+        what = s["kind"] if s["task"] == s["kind"] else f"{s['kind']} {s['task']}"  # not "runtime runtime"
+        return f"{what} {s['config']} L={s['depth']} seed={s['seed']} {size}{extra}"
 
 
 def make_cell(sweep: str, spec: dict, code: str, timeout_s: float) -> Cell:

@@ -422,14 +422,16 @@ def _describe(outcome: Outcome) -> str:
     rec = outcome.record or {}
     if outcome.state not in DONE:
         return outcome.error or outcome.state
+    # the M a budget or preset gave; a cell that names its M has it in its label already
+    m = "" if outcome.cell.spec.get("channels") is not None else f", M={rec.get('channels')}"
     if outcome.cell.kind == "runtime" and rec.get("ms_per_step") is not None:
-        return f"{rec['ms_per_step']:.3f} ms/step, M={rec.get('channels')}"
+        return f"{rec['ms_per_step']:.3f} ms/step{m}"
     if rec.get("test_metric") is not None:
         solved = rec.get("samples_to_solve")
         extra = f", solved after {solved:,} samples" if solved else ""
         if rec.get("stop_reason") == "deadline":
             extra += f", stopped at the deadline after {rec.get('samples_seen', 0):,} samples"
-        return f"test {rec.get('metric')} {rec['test_metric']:.4g}, M={rec.get('channels')}{extra}"
+        return f"test {rec.get('metric')} {rec['test_metric']:.4g}{m}{extra}"
     return "ok"
 
 
