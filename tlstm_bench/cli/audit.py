@@ -65,5 +65,5 @@ def _cell(result) -> Text:
     if result.separable:
         return Text("ok", style="green")
     if result.verdict == "leaks future input":
-        return Text(f"leak {result.max_leak:.0e}", style="red")
+        return Text(f"leak {result.max_leak:.1e}", style="red")
     return Text("blind", style="red")

@@ -43,7 +43,8 @@ def budget(
     if as_json:
         print(json.dumps(cards))
         return
-    table = TableView(title=f"Channels M (and parameters) at {glue(f'budget {budget}')}")
+    io = f"{vocab} symbols" if vocab is not None else f"input {input_size or '-'}, output {output_size or '-'}"
+    table = TableView(title=f"Channels M (and parameters) at {glue(f'budget {budget}')}, {glue(io)}")
     table.add_column("config", style="bold", breaks=",")
     for d in levels:
         table.add_column(f"L={d}", justify="right")
