@@ -85,6 +85,10 @@ def test_visualize_untrained_model_writes_a_figure_and_says_untrained(tmp_path):
     assert "UNTRAINED" in result.output
     assert (tmp_path / "fig6.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "fig6.pdf").read_bytes()[:5] == b"%PDF-"
+    assert "replaced" not in result.output
+    again = CliRunner().invoke(app, ["visualize", "3d-cn", "--depth", "2", "--channels", "4",
+                                     "--task-option", "symbols=3", "--out", str(out)])
+    assert again.exit_code == 0 and "replaced the figure" in again.output  # said, not silent
 
 
 def test_visualize_uses_the_given_weights(tmp_path):

@@ -282,9 +282,12 @@ def visualize(source: str, *, out: "str | Path | None" = None, figures: "str | P
     stem = Path(out)
     stem = stem.with_suffix("") if stem.suffix in (".png", ".pdf") else stem
     stem.parent.mkdir(parents=True, exist_ok=True)
+    replaced = stem.with_suffix(".png").exists()
     save_figure(fig, stem)
     notes = [] if loaded.trained else ["the model is untrained (random weights); the figure shows the "
                                        "untrained network, not what a trained one learned"]
+    if replaced:
+        notes.append(f"replaced the figure that was at {stem.with_suffix('.png')} (--out keeps both)")
     return Visualization([stem.with_suffix(".png"), stem.with_suffix(".pdf")], loaded.trained, loaded.origin,
                          diag, notes)
 
