@@ -113,3 +113,17 @@ def test_cli_sweep_exit_codes(tmp_path, fake_env, monkeypatch):
     assert "--device must be cpu" in CliRunner().invoke(app, args + ["--device", "tpu"]).output
     bad = CliRunner().invoke(app, args + ["--executor", "mars"])
     assert bad.exit_code == 2 and "unknown --executor" in bad.output
+
+
+def test_a_dry_run_of_a_gpu_sweep_here_says_a_run_would_be_refused(tmp_path, monkeypatch):
+    """The plan prints on a machine without the sweep's GPU (a laptop plans a GPU sweep), and
+    says that running it here would be refused, instead of leaving that to the run."""
+    from tlstm_bench import vocab
+
+    monkeypatch.setattr(vocab, "gpu_count", lambda: 0)
+    args = ["sweep", "memorization", "--dry-run", "--results-dir", str(tmp_path)]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "note: running it here would be refused" in result.output and "no usable GPU" in result.output
+    on_cpu = CliRunner().invoke(app, [*args, "--device", "cpu"], env={"COLUMNS": "80"})
+    assert on_cpu.exit_code == 0 and "refused" not in on_cpu.output

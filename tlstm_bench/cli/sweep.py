@@ -11,9 +11,11 @@ from rich.text import Text
 from ..results.store import workspace
 from ..results.table import TableView
 from ..sweeps.cell import DEFAULT_CELL_FN
+from ..errors import UserError
 from ..vocab import DEVICES
 from .app import ResultsDir, app, console, handles_user_errors
 from .render import Renderer
+from .screen import say
 from .tables import draw_table
 
 _STATE_STYLE = {"done": "green", "failed": "red", "cut": "yellow", "running": "yellow", "todo": "white"}
@@ -92,6 +94,13 @@ def print_plan(spec, root: Path, *, only, device, executor: str, slurm, data_dir
     if executor == "local":  # the cells would find no data here: say so now, not as FAILED records
         check_data_here(plan, data_dir, retry_failed=retry_failed)
     draw_table(console, plan_table(plan, retry_failed=retry_failed))
+    if executor == "local":  # a plan still prints on a laptop; say that running it here would be refused
+        from ..sweeps.spec import check_device_here
+
+        try:
+            check_device_here(device or plan.spec.device)
+        except UserError as refused:
+            say(console, Text(f"note: running it here would be refused: {refused}", style="yellow"), hanging=2)
 
 
 def plan_table(plan, *, retry_failed: bool = False) -> TableView:
