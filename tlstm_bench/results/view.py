@@ -180,8 +180,8 @@ def depth_marks(by_depth: dict) -> dict:
     marks = {d: set() for d in depths}
     for a, b in zip(depths, depths[1:]):
         mark = ratio_mark(by_depth[a], by_depth[b])
-        if mark:
-            marks[a].add(mark), marks[b].add(mark)
+        for depth in (a, b) if mark else ():
+            marks[depth].add(mark)
     return {d: "".join(m for m in (WITHIN_SPREAD, FALLS) if m in marks[d]) for d in depths}
 
 
@@ -233,7 +233,7 @@ def runtime_marks(rows: pd.DataFrame) -> dict:
 
 def within_spread(rows: pd.DataFrame) -> set:
     """Index labels of the successful timing rows that :func:`unresolved` cannot order against an
-    adjacent depth (same configuration and implementation; a depth's newest row)."""
+    adjacent depth of their line (:func:`runtime_marks`)."""
     return {label for label, mark in runtime_marks(rows).items() if WITHIN_SPREAD in mark}
 
 
