@@ -9,7 +9,12 @@ import pandas as pd
 import pytest
 
 from tlstm_bench.results import view
-from tlstm_bench.results.view import depth_ratio, unresolved, unresolved_pairs, within_spread
+from tlstm_bench.results.view import depth_ratio, unresolved, unresolved_pairs
+
+
+def within_spread(frame: pd.DataFrame) -> set:
+    """The row labels ``results`` marks ≈ (view.runtime_marks)."""
+    return {label for label, mark in view.runtime_marks(frame).items() if view.WITHIN_SPREAD in mark}
 
 
 def _record(depth: int, samples: list[float], *, measurement="m1", share=0.99, threads=1, config="2d") -> dict:

@@ -149,11 +149,16 @@ def unresolved(first, second) -> bool:
     return low <= 1.0 <= high
 
 
+def _adjacent_pairs(by_depth: dict, rule) -> list[tuple]:
+    """The adjacent depths (d1, d2) whose records ``rule(first, second)`` holds for."""
+    depths = sorted(by_depth)
+    return [(a, b) for a, b in zip(depths, depths[1:]) if rule(by_depth[a], by_depth[b])]
+
+
 def unresolved_pairs(by_depth: dict) -> list[tuple]:
     """The adjacent depths (d1, d2) of one configuration that :func:`unresolved` cannot order;
     ``by_depth`` maps each depth to its record."""
-    depths = sorted(by_depth)
-    return [(a, b) for a, b in zip(depths, depths[1:]) if unresolved(by_depth[a], by_depth[b])]
+    return _adjacent_pairs(by_depth, unresolved)
 
 
 def falls(first, second) -> bool:
@@ -187,8 +192,7 @@ def depth_marks(by_depth: dict) -> dict:
 
 def falling_pairs(by_depth: dict) -> list[tuple]:
     """The adjacent depths (d1, d2) of one configuration that :func:`falls` holds for."""
-    depths = sorted(by_depth)
-    return [(a, b) for a, b in zip(depths, depths[1:]) if falls(by_depth[a], by_depth[b])]
+    return _adjacent_pairs(by_depth, falls)
 
 
 def size_name(row) -> str:
@@ -229,12 +233,6 @@ def runtime_marks(rows: pd.DataFrame) -> dict:
             for label in by_depth[depth] if mark else ():
                 marked[label] = mark
     return marked
-
-
-def within_spread(rows: pd.DataFrame) -> set:
-    """Index labels of the successful timing rows that :func:`unresolved` cannot order against an
-    adjacent depth of their line (:func:`runtime_marks`)."""
-    return {label for label, mark in runtime_marks(rows).items() if WITHIN_SPREAD in mark}
 
 
 def default_columns(kind: str) -> tuple[str, ...]:
