@@ -54,12 +54,26 @@ def test_submitit_local_executor_writes_records(tmp_path, fake_env, monkeypatch)
     assert again.count("skipped-done", "skipped-failed") == 2    # resume rules hold for jobs too
 
 
-def test_slurm_without_sbatch_is_a_user_error(tmp_path, fake_env, monkeypatch):
+def _fake_tools(bin_dir: Path, *names: str) -> None:
+    """Executables that do nothing, under these names, in bin_dir."""
+    bin_dir.mkdir(exist_ok=True)
+    for name in names:
+        (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / name).chmod(0o755)
+
+
+@pytest.mark.parametrize("present, missing", [((), "no sbatch or srun on PATH"), (("srun",), "no sbatch on PATH"),
+                                              (("sbatch",), "no srun on PATH")], ids=["neither", "srun", "sbatch"])
+def test_slurm_without_sbatch_or_srun_is_a_user_error(tmp_path, fake_env, monkeypatch, present, missing):
+    """Without sbatch or srun on PATH, one line naming what is missing: submitit's SlurmExecutor
+    raises a RuntimeError ("Could not detect srun") where sbatch is there and srun is not."""
     pytest.importorskip("submitit")
-    monkeypatch.setenv("PATH", str(tmp_path))                      # no sbatch here
+    _fake_tools(tmp_path / "bin", *present)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     spec = write_spec(tmp_path, RUNTIME_SPEC)
-    with pytest.raises(UserError, match="needs a SLURM cluster"):
+    with pytest.raises(UserError, match=f"needs a SLURM cluster \\({missing}\\)"):
         run_sweep(spec, root=tmp_path / "s", executor="slurm", cell_fn=FAKE, code="v")
+    assert not (tmp_path / "s").exists() or records(tmp_path / "s") == []
 
 
 @pytest.mark.parametrize("says, options, expected", [
@@ -77,7 +91,7 @@ def test_sbatch_refusing_the_array_is_one_line_exit_2(tmp_path, fake_env, says, 
     it was (no record, no claim), so the same command, fixed, submits every cell."""
     pytest.importorskip("submitit")
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    _fake_tools(bin_dir, "srun")  # submitit looks for srun; this test needs no real SLURM
     calls = tmp_path / "sbatch.calls"
     sbatch = bin_dir / "sbatch"
     sbatch.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nprintf \'%s\\n\' "$FAKE_SBATCH_SAYS" >&2\nexit 1\n')

@@ -45,6 +45,7 @@ _ENDED = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAI
 DEAD_JOB_GRACE_S = 15.0
 SQUEUE_EVERY_S = 10.0
 POLL_S = 2.0  # between looks at the submitted jobs' results
+SLURM_TOOLS = ("sbatch", "srun")  # submitit's SlurmExecutor refuses to start without srun
 
 
 def slurm_states(job_name: str) -> dict[str, str] | None:
@@ -125,8 +126,9 @@ def run_slurm(cells: list[Cell], root: Path, options: SlurmOptions, *, cell_fn: 
         import submitit  # noqa: F401
     except ImportError:
         raise UserError("the slurm executor needs submitit: pip install 'tlstm-bench[cluster]'") from None
-    if options.cluster == "slurm" and shutil.which("sbatch") is None:
-        raise UserError("--executor slurm needs a SLURM cluster (no sbatch on PATH); "
+    missing = [tool for tool in SLURM_TOOLS if shutil.which(tool) is None] if options.cluster == "slurm" else []
+    if missing:  # submitit needs srun as well as sbatch, and says so in a traceback
+        raise UserError(f"--executor slurm needs a SLURM cluster (no {' or '.join(missing)} on PATH); "
                         "run on a login node, or use --executor local")
     todo, outcomes = _split(cells, root, retry_failed)
     if not todo:
