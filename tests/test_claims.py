@@ -26,7 +26,15 @@ def memorization(depth=10, **kw) -> dict:
 
 def mnist(**kw) -> dict:
     record = dict(kind="train", status="ok", task="mnist", config="3d-cn", depth=3, channels=100, lr=0.001,
-                  task_options={"source": "idx"}, test_metric=0.98, epochs_done=40.0, stop_reason="epochs")
+                  task_options={"source": "idx"}, test_metric=0.98, epochs_done=40.0, stop_reason="epochs",
+                  task_info={"seq_len": 784, "sizes": {"train": 50_000, "valid": 10_000, "test": 10_000}})
+    return {**record, **kw}
+
+
+def enwik8(bpc, epochs, **kw) -> dict:
+    record = dict(kind="train", status="ok", task="enwik8", config="3d-cn", depth=6, channels=1200,
+                  test_metric=bpc, epochs_done=epochs, lr=0.001,
+                  task_info={"vocab": 205, "chars": {"train": 90_000_000, "valid": 5_000_000, "test": 5_000_000}})
     return {**record, **kw}
 
 
@@ -89,9 +97,34 @@ def test_accuracy_rule(records, status):
 @pytest.mark.parametrize("bpc, epochs, status", [(1.2644, 3.0, REPRODUCED), (1.30, 50.0, NOT_REPRODUCED),
                                                  (1.30, 12.5, NOT_RUN)])
 def test_bpc_rule(bpc, epochs, status):
-    record = dict(kind="train", status="ok", task="enwik8", config="3d-cn", depth=6, channels=1200,
-                  test_metric=bpc, epochs_done=epochs, lr=0.001)
-    assert row([record], "enwik8, L=6, M=1200").status == status
+    assert row([enwik8(bpc, epochs)], "enwik8, L=6, M=1200").status == status
+
+
+@pytest.mark.parametrize("name, record", [
+    ("memorization, L=10", memorization(solved=True, samples_to_solve=54_000, samples_seen=54_000,
+                                        task_options={"symbols": 20, "alphabet": 64, "test_size": 10})),
+    ("MNIST, L=3", mnist(test_metric=0.999, task_info={"seq_len": 784, "sizes": {"test": 100}})),  # a toy file
+    ("MNIST, L=3", mnist(test_metric=0.999, task_info=None)),                  # a record that does not say
+    ("enwik8, L=6, M=1200", enwik8(1.0, 50.0, task_info={"vocab": 60, "chars": {"test": 50_000}})),
+], ids=["test_size-10", "mnist-100-images", "mnist-unsaid", "enwik8-toy-file"])
+def test_a_result_on_less_than_the_papers_test_set_does_not_count(name, record):
+    """A smaller test set is easier to solve or to score well on: such a record is not the
+    paper's measurement, whatever it reached."""
+    assert row([record], name).status == NOT_RUN
+
+
+def test_the_papers_test_sizes_are_what_the_tasks_test_on():
+    from tlstm_bench.tasks import make_task
+    from tlstm_bench.tasks.data import ENWIK8_SIZE
+    from tlstm_bench.tasks.enwik8 import SPLIT
+    from tlstm_bench.vocab import PAPER_TEST_SIZES
+
+    assert PAPER_TEST_SIZES["enwik8"] == ENWIK8_SIZE - int(ENWIK8_SIZE * (SPLIT[0] + SPLIT[1]))
+    assert make_task("memorization").test_size == make_task("addition").test_size == PAPER_TEST_SIZES["addition"]
+    # the default test set counts: a memorization record that names none is the paper's
+    options = {"symbols": 20, "alphabet": 64}
+    assert row([memorization(solved=True, samples_to_solve=54_000, samples_seen=54_000, task_options=options)],
+               "memorization, L=10").status == REPRODUCED
 
 
 def flat(ratio_3d_cn=1.2, configs=TLSTMS, **kw):
@@ -240,8 +273,7 @@ def test_the_best_of_several_records_is_the_best_one():
     assert row(two_solved, "memorization, L=10").best == "solved at 60K"
     accuracies = [mnist(test_metric=a, stop_reason="early_stopping") for a in (0.95, 0.9925, 0.97)]
     assert row(accuracies, "MNIST, L=3").status == REPRODUCED
-    bpc = [dict(kind="train", status="ok", task="enwik8", config="3d-cn", depth=6, channels=1200, test_metric=v,
-                epochs_done=50.0, lr=0.001) for v in (1.40, 1.26, 1.33)]
+    bpc = [enwik8(v, 50.0) for v in (1.40, 1.26, 1.33)]
     got = row(bpc, "enwik8, L=6, M=1200")
     assert got.status == REPRODUCED and got.record["test_metric"] == 1.26
 

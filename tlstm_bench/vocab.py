@@ -82,6 +82,13 @@ MNIST_IO = {"input_size": 1, "output_size": 10}
 # What a task's model reads and writes when its data files are absent (a runtime cell needs
 # only the sizes).
 TASK_IO_WITHOUT_DATA = {"enwik8": {"vocab": ENWIK8_SYMBOLS}, "mnist": MNIST_IO, "pmnist": MNIST_IO}
+# The test sets the paper measures on (SPEC section 9): 100 samples of an algorithmic task (the
+# default test_size), MNIST's t10k images, enwik8's last 5% of its 10^8 bytes. A result on a
+# smaller one (a smaller test_size is easier to solve; a toy data file) is not the paper's
+# measurement: ``claims`` does not count it.
+ALGORITHMIC_TEST_SIZE = 100
+PAPER_TEST_SIZES = {"addition": ALGORITHMIC_TEST_SIZE, "memorization": ALGORITHMIC_TEST_SIZE,
+                    "mnist": 10_000, "pmnist": 10_000, "enwik8": 5_000_000}
 
 # ---- runtime measurement (SPEC section 8) ---------------------------------------------------
 TIMING_VOCAB = ENWIK8_SYMBOLS

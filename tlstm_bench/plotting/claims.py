@@ -36,7 +36,7 @@ from ..errors import UserError
 from ..results.frame import NUMERIC
 from ..results.schema import FIELDS, normalise
 from ..results.store import read_record
-from ..vocab import CONFIG_NAMES, CUDA_IMPLEMENTATIONS, LEARNING_RATE
+from ..vocab import CONFIG_NAMES, CUDA_IMPLEMENTATIONS, LEARNING_RATE, PAPER_TEST_SIZES
 from .paper import PAPER_TABLES
 
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run here"
@@ -158,18 +158,32 @@ def _base(config: str) -> str:
 def _matches(claim: Claim, frame: pd.DataFrame) -> list[dict]:
     """The train records of the claim's task, model, depth and settings, as dicts; none with a
     learning-rate warm-up (``lr_warmup``: not the paper's setting, which trains at its lr from the
-    first step)."""
+    first step), none tested on less than the paper's test set (:func:`whole_test_set`)."""
     rows = frame[(frame["kind"] == "train") & (frame["task"] == claim.task) & (frame["depth"] == claim.depth)
                  & (frame["config"].map(_base) == THE_MODEL)]
     out = []
     for record in rows.to_dict("records"):
-        if field_value(record, "lr_warmup") is not None:
+        if field_value(record, "lr_warmup") is not None or not whole_test_set(record):
             continue
         options = record.get("task_options") or {}
         if all(options.get(k) == v for k, v in claim.match.get("task_options", {}).items()) and all(
                 record.get(k) == v for k, v in claim.match.items() if k != "task_options"):
             out.append(record)
     return out
+
+
+def whole_test_set(record: dict) -> bool:
+    """Whether a train record was tested on the paper's whole test set (``PAPER_TEST_SIZES``): an
+    algorithmic task's ``test_size`` (its default where the record has none), the test images or
+    characters its data held (``task_info``; a record that does not say is not counted)."""
+    need = PAPER_TEST_SIZES.get(record.get("task"))
+    if need is None:
+        return True
+    if record.get("task") in ("addition", "memorization"):
+        return (field_value(record, "task_options") or {}).get("test_size", need) >= need
+    info = field_value(record, "task_info") or {}
+    held = (info.get("sizes") or info.get("chars") or {}).get("test")
+    return held is not None and held >= need
 
 
 def field_value(record: dict, name: str):

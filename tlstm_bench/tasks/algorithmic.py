@@ -21,10 +21,11 @@ from torch.nn import functional as F
 
 from .. import checks
 from ..errors import UserError
+from ..vocab import ALGORITHMIC_TEST_SIZE
 from .base import Batch, Stream, Task
 
 DELIM = 0  # token of '-'
-TEST_SIZE = 100
+TEST_SIZE = ALGORITHMIC_TEST_SIZE  # SPEC section 9: 100 test samples
 TEST_SEED = 20171204  # fixed: every configuration and training seed sees the same test set
 # Symbols (memorization) or digits (addition) at most: 500 times the paper's 20 and 15 already;
 # longer sequences only make the test set and the minibatches too large to hold.
