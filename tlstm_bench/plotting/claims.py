@@ -180,7 +180,7 @@ def whole_test_set(record: dict) -> bool:
     if need is None:
         return True
     if record.get("task") in ("addition", "memorization"):
-        return (field_value(record, "task_options") or {}).get("test_size", need) >= need
+        return ((field_value(record, "task_options") or {}).get("test_size") or need) >= need
     info = field_value(record, "task_info") or {}
     held = (info.get("sizes") or info.get("chars") or {}).get("test")
     return held is not None and held >= need
