@@ -6,6 +6,7 @@ import json
 import statistics
 import time
 
+import pandas as pd
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -334,3 +335,51 @@ def test_a_frozen_clock_is_refused_and_nothing_is_recorded(tmp_path, monkeypatch
         errors = [line for line in result.output.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and "clock did not advance" in errors[0] and "Traceback" not in result.output
         assert not list(tmp_path.rglob("*.json"))  # no record written
+
+
+# ---- runs of one case far apart (results.frame.rerun_notes) -------------------------------------
+def _run(ms, *, key="k1", code="v1", share=1.0, status="ok", config="2d", depth=4, **kw) -> dict:
+    return dict(collection="timing", kind="runtime", status=status, key=key, code_version=code, config=config,
+                depth=depth, implementation="fast", channels=16, budget=None, ms_per_step=ms, cpu_share=share, **kw)
+
+
+@pytest.mark.parametrize("runs, expected", [
+    ([_run(0.05), _run(0.11, share=0.5)], "1 case timed more than once (same code, settings and machine) differ "
+                                          "x2.2 between runs (2d L=4 fast M=16, with 50% to 100% of a CPU)"),
+    ([_run(0.05), _run(0.07)], None),                                    # within the spread a load moves it
+    ([_run(0.05), _run(0.11, code="v2")], None),                         # new code may be faster: not a rerun
+    ([_run(0.05), _run(0.11, key="k2")], None),                          # another case
+    ([_run(0.05), _run(0.50, status="failed")], None),                   # a failed run measured nothing
+    ([_run(0.05, config="3d-cn", key="c"), _run(0.2, config="3d-cn", key="c"), _run(0.05), _run(0.1)],
+     "2 cases timed more than once (same code, settings and machine) differ x2.0-4.0 between runs "
+     "(2d L=4 fast M=16, 3d-cn L=4 fast M=16):"),                         # the CPU share did not change
+])
+def test_runs_of_one_case_far_apart_get_a_note(runs, expected):
+    from tlstm_bench.results.frame import rerun_notes
+
+    notes = rerun_notes(pd.DataFrame(runs))
+    if expected is None:
+        assert notes == []
+    else:
+        (note,) = notes
+        assert note.startswith(f"timing: {expected}"), note
+        assert "the machine's load changed between them" in note
+
+
+def test_time_says_when_an_earlier_run_of_a_case_measured_far_from_this_one(tmp_path, monkeypatch):
+    """The newest run is the one `results` shows; an earlier run of the same case, code and
+    machine measured 5x slower (here: its record edited so) is named by `time` and `results`."""
+    monkeypatch.setenv("TLSTM_BENCH_RESULTS", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "200")
+    args = ["time", "2d", "--depths", "1", "--channels", "3", "--seq-len", "3", "--repeats", "2", "--warmup", "0"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0 and "timed more than once" not in first.output, first.output
+    (path,) = (tmp_path / "store" / "timing").glob("*.json")
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "ms_per_step": record["ms_per_step"] * 5}))
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert "timing: 1 case timed more than once" in again.output and "2d L=1 fast M=3" in again.output
+    for view in ([], ["--by-depth"]):
+        shown = CliRunner().invoke(app, ["results", "timing", *view])
+        assert "timing: 1 case timed more than once" in shown.output, view

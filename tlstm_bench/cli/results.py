@@ -81,6 +81,8 @@ def _by_depth(frame, fmt: str, out: Optional[Path], fastest: bool) -> None:
         raise UserError(f"--by-depth writes a table or markdown, not {fmt}")
     tables, notes = by_depth(frame, only_fastest=fastest)
     if fmt == "markdown":
+        for note in frame.attrs.get("notes", []):  # the store's, on stderr: the markdown may be on stdout
+            err_console.print(f"note: {note}", highlight=False)
         text = markdown(tables, notes)
         if out is None:
             typer.echo(text, nl=False)
@@ -95,6 +97,6 @@ def _by_depth(frame, fmt: str, out: Optional[Path], fastest: bool) -> None:
         raise UserError("--format table is for the screen; use --format markdown with --out")
     for table in tables:
         draw_table(console, table)
-    for note in notes:
+    for note in [*notes, *frame.attrs.get("notes", [])]:
         console.print(note, highlight=False)
 

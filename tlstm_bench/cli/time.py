@@ -118,6 +118,18 @@ def _print_table(records: list[dict], levels: list[int], paths: list, settings: 
             console.print(note, highlight=False)
     if paths:
         console.print(f"{len(paths)} records written under {paths[0].parent}")
+        for note in _rerun_notes(paths):
+            console.print(note, highlight=False)
+
+
+def _rerun_notes(paths: list) -> list[str]:
+    """The store's note on the cases just timed (their records at ``paths``) whose runs (same
+    code, settings and machine) differ by the rerun spread or more (``results.frame.rerun_notes``)."""
+    from ..results.frame import read_frame, rerun_notes
+
+    frame = read_frame("timing", root=paths[0].parent.parent, all_versions=True)
+    written = frame["id"].isin({path.stem for path in paths})
+    return rerun_notes(frame, keys=set(frame.loc[written, "key"]))
 
 
 def runtime_table(records: list[dict], depths: list[int]) -> TableView:

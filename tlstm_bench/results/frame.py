@@ -8,8 +8,9 @@ cell (``collection`` + ``key``): a cell measured again, by newer code or on purp
 shows its latest result. A date ahead of this machine's clock cannot say which record is
 newer (a writer's clock was wrong, or this one's is), so such a record never hides another:
 it is shown beside the newest one dated before now, and a note says why
-(:func:`newest_per_cell`). What a reader should know about the store (those notes, records
-under another record's file name, quarantined ones) is in ``frame.attrs["notes"]``.
+(:func:`newest_per_cell`). What a reader should know about the store (those notes, runs of
+one runtime case far apart (:func:`rerun_notes`), records under another record's file name,
+quarantined ones) is in ``frame.attrs["notes"]``.
 Imports pandas, never torch.
 """
 
@@ -30,6 +31,10 @@ NUMERIC = ("depth", "seed", "channels", "tensor_size", "params", "seq_len", "thr
 # How far ahead of this machine's clock a date may be before it is not believed (clocks of
 # hosts sharing a store differ by a little).
 FUTURE_SLACK = pd.Timedelta(minutes=10)
+# Runs of one runtime case (same code, settings and machine) this far apart say that the
+# machine's load changed between them (a CPU shared with other jobs: 2.1x here between an idle
+# run and one beside three busy processes, the depth ratios the same): worth a note.
+RERUN_SPREAD = 2.0
 
 
 def config_order(config: str) -> tuple:
@@ -68,6 +73,7 @@ def read_frame(names: "str | list[str] | None" = None, *, root: "str | Path | No
     if not rows:
         raise UserError(f"no result records in {root}; run `tlstm-bench sweep` first or pass --results-dir")
     frame = _typed(pd.DataFrame(rows))
+    notes += rerun_notes(frame)
     if not all_versions:
         notes += future_notes(frame)
         frame = newest_per_cell(frame)
@@ -115,6 +121,48 @@ def newest_per_cell(frame: pd.DataFrame) -> pd.DataFrame:
     believed = dated[~ahead].sort_values("_date", na_position="first", kind="stable")
     newest = believed.drop_duplicates(subset=["collection", "key"], keep="last")
     return pd.concat([newest, dated[ahead]]).sort_index().drop(columns="_date")
+
+
+def rerun_notes(frame: pd.DataFrame, keys=None) -> list[str]:
+    """A note per collection naming the runtime cases (``key``, one code version) whose runs'
+    medians are RERUN_SPREAD or more apart; ``keys``: only these cases. Every run of a case is
+    kept in the store and the newest shown, so without it a reader sees one run of the two."""
+    if "ms_per_step" not in frame or "kind" not in frame:
+        return []
+    runs = frame[(frame["kind"] == "runtime") & (frame["status"].fillna("ok") == "ok")
+                 & (pd.to_numeric(frame["ms_per_step"], errors="coerce") > 0)]
+    if keys is not None:
+        runs = runs[runs["key"].isin(list(keys))]
+    apart: dict[str, dict] = {}  # collection -> case name -> (sort key, widest spread, its runs)
+    for (collection, _, _), case in runs.groupby(["collection", "key", "code_version"], dropna=False, sort=True):
+        ms = case["ms_per_step"].astype(float)
+        if len(case) < 2 or ms.max() < RERUN_SPREAD * ms.min():
+            continue
+        first, name = case.iloc[0], _case_name(case.iloc[0])
+        found = apart.setdefault(collection, {})
+        if name not in found or ms.max() / ms.min() > found[name][1]:
+            found[name] = ((config_order(first["config"]), first["depth"], name), ms.max() / ms.min(), case)
+    notes = []
+    for collection, found in apart.items():
+        cases = sorted(found.items(), key=lambda item: item[1][0])
+        ratios = [ratio for _, (_, ratio, _) in cases]
+        spread = f"x{min(ratios):.1f}" + (f"-{max(ratios):.1f}" if max(ratios) - min(ratios) >= 0.05 else "")
+        shares = pd.to_numeric(pd.concat([runs_of.get("cpu_share", pd.Series(dtype=float))
+                                          for _, (_, _, runs_of) in cases]), errors="coerce").dropna()
+        share = (f", with {shares.min():.0%} to {shares.max():.0%} of a CPU" if len(shares)
+                 and shares.max() - shares.min() >= 0.1 else "")
+        names = ", ".join(name for name, _ in cases[:4]) + (f" and {len(cases) - 4} more" if len(cases) > 4 else "")
+        notes.append(f"{collection}: {len(cases)} case{'s' if len(cases) > 1 else ''} timed more than once (same "
+                     f"code, settings and machine) differ {spread} between runs ({names}{share}): the machine's "
+                     "load changed between them; compare cases timed in one run (`results --all-versions` lists "
+                     "each run)")
+    return notes
+
+
+def _case_name(row) -> str:
+    size = row["budget"] if isinstance(row.get("budget"), str) and row["budget"] else \
+        f"M={row['channels']:.0f}" if pd.notna(row.get("channels")) else "M=?"
+    return f"{row['config']} L={row['depth']:.0f} {row['implementation']} {size}"
 
 
 def future_notes(frame: pd.DataFrame) -> list[str]:
