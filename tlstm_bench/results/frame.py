@@ -127,7 +127,7 @@ def rerun_notes(frame: pd.DataFrame, keys=None) -> list[str]:
     """A note per collection naming the runtime cases (``key``, one code version) whose runs'
     medians are RERUN_SPREAD or more apart; ``keys``: only these cases. Every run of a case is
     kept in the store and the newest shown, so without it a reader sees one run of the two."""
-    if "ms_per_step" not in frame or "kind" not in frame:
+    if not {"kind", "status", "key", "code_version", "ms_per_step"} <= set(frame.columns):
         return []
     runs = frame[(frame["kind"] == "runtime") & (frame["status"].fillna("ok") == "ok")
                  & (pd.to_numeric(frame["ms_per_step"], errors="coerce") > 0)]
