@@ -75,6 +75,11 @@ def test_samples_rule(records, status, best):
     assert (got.status, got.best) == (status, best)
 
 
+def test_the_papers_learning_rate_matches_to_float_rounding():
+    solved = memorization(solved=True, samples_to_solve=54_000, samples_seen=54_000, lr=0.1 ** 3)  # 0.0010000000000000002
+    assert solved["lr"] != 0.001 and row([solved], "memorization, L=10").status == REPRODUCED
+
+
 @pytest.mark.parametrize("other", [dict(channels=32), dict(task_options={"symbols": 3, "alphabet": 64}),
                                    dict(depth=7), dict(config="2d"), dict(status="failed"), dict(batch_size=30),
                                    dict(lr=1e-4)])

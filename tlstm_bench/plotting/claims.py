@@ -167,9 +167,17 @@ def _matches(claim: Claim, frame: pd.DataFrame) -> list[dict]:
             continue
         options = record.get("task_options") or {}
         if all(options.get(k) == v for k, v in claim.match.get("task_options", {}).items()) and all(
-                record.get(k) == v for k, v in claim.match.items() if k != "task_options"):
+                _same(record.get(k), v) for k, v in claim.match.items() if k != "task_options"):
             out.append(record)
     return out
+
+
+def _same(value, wanted) -> bool:
+    """A record's setting is the claim's: numbers to float rounding (an lr of 0.1 ** 3 is the
+    paper's 1e-3), anything else equal."""
+    if isinstance(wanted, float) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return math.isclose(value, wanted, rel_tol=1e-9)
+    return value == wanted
 
 
 def whole_test_set(record: dict) -> bool:
