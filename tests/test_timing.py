@@ -349,6 +349,7 @@ def _run(ms, *, key="k1", code="v1", share=1.0, status="ok", config="2d", depth=
     ([_run(0.05), _run(0.07)], None),                                    # within the spread a load moves it
     ([_run(0.05), _run(0.11, code="v2")], None),                         # new code may be faster: not a rerun
     ([_run(0.05), _run(0.11, key="k2")], None),                          # another case
+    ([_run(0.05, host="a"), _run(0.11, host="b")], None),                # two hosts of one kind share a store
     ([_run(0.05), _run(0.50, status="failed")], None),                   # a failed run measured nothing
     ([_run(0.05, config="3d-cn", key="c"), _run(0.2, config="3d-cn", key="c"), _run(0.05), _run(0.1)],
      "2 cases timed more than once (same code, settings and machine) differ x2.0-4.0 between runs "

@@ -124,9 +124,9 @@ def newest_per_cell(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def rerun_notes(frame: pd.DataFrame, keys=None) -> list[str]:
-    """A note per collection naming the runtime cases (``key``, one code version) whose runs'
-    medians are RERUN_SPREAD or more apart; ``keys``: only these cases. Every run of a case is
-    kept in the store and the newest shown, so without it a reader sees one run of the two."""
+    """A note per collection naming the runtime cases (``key``, one code version, one host) whose
+    runs' medians are RERUN_SPREAD or more apart; ``keys``: only these cases. Every run of a case
+    is kept in the store and the newest shown, so without it a reader sees one run of the two."""
     if not {"kind", "status", "key", "code_version", "ms_per_step"} <= set(frame.columns):
         return []
     runs = frame[(frame["kind"] == "runtime") & (frame["status"].fillna("ok") == "ok")
@@ -134,7 +134,8 @@ def rerun_notes(frame: pd.DataFrame, keys=None) -> list[str]:
     if keys is not None:
         runs = runs[runs["key"].isin(list(keys))]
     apart: dict[str, dict] = {}  # collection -> case name -> (sort key, widest spread, its runs)
-    for (collection, _, _), case in runs.groupby(["collection", "key", "code_version"], dropna=False, sort=True):
+    by = ["collection", "key", "code_version"] + (["host"] if "host" in runs else [])  # the key names no host
+    for (collection, *_), case in runs.groupby(by, dropna=False, sort=True):
         ms = case["ms_per_step"].astype(float)
         if len(case) < 2 or ms.max() < RERUN_SPREAD * ms.min():
             continue
