@@ -86,8 +86,9 @@ TASK_IO_WITHOUT_DATA = {"enwik8": {"vocab": ENWIK8_SYMBOLS}, "mnist": MNIST_IO, 
 # default test_size), MNIST's t10k images, enwik8's last 5% of its 10^8 bytes. A result on a
 # smaller one (a smaller test_size is easier to solve; a toy data file) is not the paper's
 # measurement: ``claims`` does not count it.
+ALGORITHMIC_TASKS = ("addition", "memorization")  # generated online; solved or not (samples to solve)
 ALGORITHMIC_TEST_SIZE = 100
-PAPER_TEST_SIZES = {"addition": ALGORITHMIC_TEST_SIZE, "memorization": ALGORITHMIC_TEST_SIZE,
+PAPER_TEST_SIZES = {**dict.fromkeys(ALGORITHMIC_TASKS, ALGORITHMIC_TEST_SIZE),
                     "mnist": 10_000, "pmnist": 10_000, "enwik8": 5_000_000}
 
 # ---- runtime measurement (SPEC section 8) ---------------------------------------------------

@@ -36,7 +36,7 @@ from ..errors import UserError
 from ..results.frame import NUMERIC
 from ..results.schema import FIELDS, normalise
 from ..results.store import read_record
-from ..vocab import CONFIG_NAMES, CUDA_IMPLEMENTATIONS, LEARNING_RATE, PAPER_TEST_SIZES
+from ..vocab import ALGORITHMIC_TASKS, CONFIG_NAMES, CUDA_IMPLEMENTATIONS, LEARNING_RATE, PAPER_TEST_SIZES
 from .paper import PAPER_TABLES
 
 REPRODUCED, NOT_REPRODUCED, NOT_RUN = "reproduced", "not reproduced", "not run here"
@@ -187,7 +187,7 @@ def whole_test_set(record: dict) -> bool:
     need = PAPER_TEST_SIZES.get(record.get("task"))
     if need is None:
         return True
-    if record.get("task") in ("addition", "memorization"):
+    if record.get("task") in ALGORITHMIC_TASKS:
         return ((field_value(record, "task_options") or {}).get("test_size") or need) >= need
     info = field_value(record, "task_info") or {}
     held = (info.get("sizes") or info.get("chars") or {}).get("test")

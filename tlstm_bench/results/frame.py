@@ -24,6 +24,7 @@ from ..errors import UserError
 from ..vocab import CONFIG_NAMES
 from .schema import FIELDS, normalise
 from .store import QUARANTINE, collections as store_collections, default_root, read_collection
+from .view import line_name, size_name
 
 NUMERIC = ("depth", "seed", "channels", "tensor_size", "params", "seq_len", "threads", "ms_per_step", "ms_q25",
            "ms_q75", "ms_iqr", "valid_metric", "test_metric", "sequence_accuracy", "samples_seen",
@@ -133,23 +134,23 @@ def rerun_notes(frame: pd.DataFrame, keys=None) -> list[str]:
                  & (pd.to_numeric(frame["ms_per_step"], errors="coerce") > 0)]
     if keys is not None:
         runs = runs[runs["key"].isin(list(keys))]
-    apart: dict[str, dict] = {}  # collection -> case name -> (sort key, widest spread, its runs)
+    apart: dict[str, dict] = {}  # collection -> case name -> (widest spread, its runs)
     by = ["collection", "key", "code_version"] + (["host"] if "host" in runs else [])  # the key names no host
     for (collection, *_), case in runs.groupby(by, dropna=False, sort=True):
         ms = case["ms_per_step"].astype(float)
         if len(case) < 2 or ms.max() < RERUN_SPREAD * ms.min():
             continue
-        first, name = case.iloc[0], _case_name(case.iloc[0])
-        found = apart.setdefault(collection, {})
-        if name not in found or ms.max() / ms.min() > found[name][1]:
-            found[name] = ((config_order(first["config"]), first["depth"], name), ms.max() / ms.min(), case)
+        found, name = apart.setdefault(collection, {}), _case_name(case.iloc[0])
+        if name not in found or ms.max() / ms.min() > found[name][0]:
+            found[name] = (ms.max() / ms.min(), case)
     notes = []
     for collection, found in apart.items():
-        cases = sorted(found.items(), key=lambda item: item[1][0])
-        ratios = [ratio for _, (_, ratio, _) in cases]
+        cases = sorted(found.items(), key=lambda item: (config_order(item[1][1].iloc[0]["config"]),
+                                                        item[1][1].iloc[0]["depth"], item[0]))
+        ratios = [ratio for _, (ratio, _) in cases]
         spread = f"x{min(ratios):.1f}" + (f"-{max(ratios):.1f}" if max(ratios) - min(ratios) >= 0.05 else "")
         shares = pd.to_numeric(pd.concat([runs_of.get("cpu_share", pd.Series(dtype=float))
-                                          for _, (_, _, runs_of) in cases]), errors="coerce").dropna()
+                                          for _, (_, runs_of) in cases]), errors="coerce").dropna()
         share = (f", with {shares.min():.0%} to {shares.max():.0%} of a CPU" if len(shares)
                  and shares.max() - shares.min() >= 0.1 else "")
         names = ", ".join(name for name, _ in cases[:4]) + (f" and {len(cases) - 4} more" if len(cases) > 4 else "")
@@ -161,9 +162,7 @@ def rerun_notes(frame: pd.DataFrame, keys=None) -> list[str]:
 
 
 def _case_name(row) -> str:
-    size = row["budget"] if isinstance(row.get("budget"), str) and row["budget"] else \
-        f"M={row['channels']:.0f}" if pd.notna(row.get("channels")) else "M=?"
-    return f"{row['config']} L={row['depth']:.0f} {row['implementation']} {size}"
+    return f"{row['config']} L={row['depth']:.0f} {line_name(row)} {size_name(row)}"
 
 
 def future_notes(frame: pd.DataFrame) -> list[str]:

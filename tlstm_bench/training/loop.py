@@ -49,7 +49,7 @@ from ..results import code_version, provenance
 from ..results.schema import record_key, versioned_id
 from ..results.view import whole_percents
 from ..tasks import Task
-from ..vocab import torch_device
+from ..vocab import ALGORITHMIC_TASKS, torch_device
 from ..warmup import parse_warmup
 from .checkpoint import (Counters, RunState, checkpoint_path, keep_copy, kept_path, load_checkpoint,
                          save_checkpoint)
@@ -455,7 +455,7 @@ def summary(record: dict) -> str:
         parts.append(f"test {record['metric']} {record['test_metric']:.4f}")
     if record["sequence_accuracy"] is not None:
         parts.append(f"(sequences {record['sequence_accuracy']:.2f})")
-    if record["task"] in ("addition", "memorization"):
+    if record["task"] in ALGORITHMIC_TASKS:
         parts.append(f"solved after {record['samples_to_solve']:,} samples" if record["solved"]
                      else f"not solved in {record['samples_seen']:,} samples")
     parts.append(f"[{record['wall_time_s']:.0f} s]")
