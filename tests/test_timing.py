@@ -255,6 +255,27 @@ def test_a_case_an_implementation_refuses_is_contained_unless_every_case_is_refu
         measure_cases([Case("2d", 1, "fast"), Case("2d", 1, "cuda-graph")], **TINY)
 
 
+def test_an_implementation_that_cannot_run_here_is_refused_before_anything_is_warmed_up(monkeypatch):
+    """`time --implementation triton` (or a graphed one) on a CPU: the one-line error, exit 2,
+    before a model is built or a warm-up line printed; with the interpreter on, triton runs."""
+    from tlstm_bench.errors import UserError
+    from tlstm_bench.models import check_runs_on
+
+    built = []
+    monkeypatch.setattr(protocol, "build_model", lambda *a, **k: built.append(a))
+    for name in ("cuda-graph", "triton-graph"):
+        result = CliRunner().invoke(app, ["time", "2d", "--depths", "1", "--channels", "3", "--implementation", name,
+                                          "--no-store"])
+        assert result.exit_code == 2 and "needs CUDA" in result.output and "warm-up" not in result.output
+    assert built == []
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(UserError, match="need a CUDA GPU"):
+        check_runs_on("triton", torch.device("cpu"))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    check_runs_on("triton", torch.device("cpu"))
+    check_runs_on("fast", torch.device("cpu"))
+
+
 def test_keep_going_that_stops_before_the_first_round_fails_the_cases_instead_of_crashing():
     failed = {}
     records = measure_cases([Case("2d", 1)], keep_going=lambda s: False, on_failure=failed.__setitem__, **TINY)

@@ -7,6 +7,7 @@ from . import oracle as _oracle  # noqa: F401  (registers the "reference" implem
 from . import fast_tlstm as _fast_tlstm  # noqa: F401  (registers "fast")
 from .budget import COMPONENTS, ParamCount, count_params, parse_budget, solve_channels
 from .build import build_model
+from .cuda_graph import check_runs_on
 from ..vocab import CONFIG_NAMES, PAPER_NAMES
 from .config import PRESETS, ArchConfig, format_config, parse_config
 from .slstm import SLSTM, SLSTM_IMPLEMENTATIONS, SLSTMState
@@ -61,6 +62,6 @@ def training_implementation(model, batch: int, precision: str = "ieee") -> str:
 __all__ = [
     "ArchConfig", "CONFIG_NAMES", "COMPONENTS", "PAPER_NAMES", "PRESETS", "ParamCount", "SLSTM",
     "SLSTMState", "SLSTM_IMPLEMENTATIONS", "TLSTM", "TLSTMState", "TLSTM_IMPLEMENTATIONS",
-    "build_model", "count_params", "format_config", "parse_budget", "parse_config", "require_triton",
-    "solve_channels", "training_implementation",
+    "build_model", "check_runs_on", "count_params", "format_config", "parse_budget", "parse_config",
+    "require_triton", "solve_channels", "training_implementation",
 ]

@@ -44,6 +44,7 @@ timing code says so for the cases after it, ``timing.measure``).
 
 from __future__ import annotations
 
+import os
 from typing import Callable, Iterable
 
 import torch
@@ -52,6 +53,21 @@ from ..errors import UserError
 from ..vocab import GRAPHED_IMPLEMENTATIONS
 
 GRAPH_WARMUP = 3  # eager warm-up steps on the side stream before the capture (lazy init, cuDNN/cuBLAS handles)
+
+TRITON_NEEDS_CUDA = ("implementation 'triton' runs Triton kernels, which need a CUDA GPU and the model on it "
+                     "(model.to('cuda')); on a CPU use implementation 'fast' (TRITON_INTERPRET=1, set before "
+                     "the first use, runs them on the CPU for testing only)")
+
+
+def check_runs_on(implementation: str, device: torch.device) -> None:
+    """The one-line error of an implementation that cannot run on ``device``, before anything
+    is built or warmed up: the graphed ones need CUDA (:func:`check_cuda`), and
+    ``triton`` does unless Triton's interpreter is on (``TRITON_INTERPRET=1``: tests)."""
+    if implementation in GRAPHED_IMPLEMENTATIONS:
+        check_cuda(device, implementation)
+    elif (implementation == "triton" and device.type != "cuda"
+          and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")):
+        raise UserError(TRITON_NEEDS_CUDA)
 
 
 class CaptureFailed(RuntimeError):

@@ -32,7 +32,7 @@ from .. import checks
 from ..checks import MAX_DIM
 from ..audit import causal
 from ..errors import UserError
-from ..models import TLSTM_IMPLEMENTATIONS, build_model, parse_config
+from ..models import TLSTM_IMPLEMENTATIONS, build_model, check_runs_on, parse_config
 from ..models.build import FAMILIES
 from ..models.cuda_graph import GraphedStep, check_cuda
 from ..models.memory import MemoryEstimate, check_fits, model_memory
@@ -368,4 +368,16 @@ def check_settings(cases: list[Case], *, repeats, warmup, seq_len, seed, dtype, 
     checks.seed(seed)
     if dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
-    return torch_device(device)
+    dev = torch_device(device)
+    refused = []  # before any case is built or warmed up, when no case could run here
+    for implementation in dict.fromkeys(case.implementation or default_implementation(case.config)
+                                        for case in cases):
+        try:
+            check_runs_on(implementation, dev)
+        except UserError as why:
+            refused.append(why)
+        else:
+            break  # one can run: a refused case is its own failure (measure_cases' on_failure)
+    else:
+        raise refused[0]
+    return dev

@@ -7,6 +7,7 @@ import torch
 
 from ...errors import UserError
 from ...vocab import DEFAULT_PRECISION
+from ..cuda_graph import TRITON_NEEDS_CUDA
 from ..tlstm import HIDDEN_OFFSET, TLSTM, TLSTMState
 from .common import INTERPRETED
 from .launch import Geometry, launch_backward, launch_forward
@@ -179,9 +180,7 @@ def check_runnable(z: torch.Tensor, model: TLSTM) -> None:
         raise UserError(f"implementation 'triton' supports float32 and float64, got {z.dtype}; "
                         "use implementation 'fast'")
     if not z.is_cuda and not INTERPRETED:
-        raise UserError("implementation 'triton' runs Triton kernels, which need a CUDA GPU and the model on it "
-                        "(model.to('cuda')); on a CPU use implementation 'fast' (TRITON_INTERPRET=1, set before "
-                        "the first use, runs them on the CPU for testing only)")
+        raise UserError(TRITON_NEEDS_CUDA)
 
 
 def run_triton(model: TLSTM, z: torch.Tensor, state: TLSTMState):
