@@ -109,6 +109,7 @@ def test_sbatch_refusing_the_array_is_one_line_exit_2(tmp_path, fake_env, says, 
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(expected), done.stderr
     assert done.stderr.rstrip().endswith("then run the same command again")
     assert records(root) == [] and list((root / "t").glob(".locks/*")) == []
+    assert list((root / "t").glob(".submitit/*")) == []              # submitit's pickles of the array removed
     assert executions(fake_env) == {}                                # no cell ran
 
 

@@ -156,11 +156,14 @@ def _submit(executor, todo: list[Cell], options: SlurmOptions, root: Path, **kwa
     refuses it (a bad partition or GPU request, no controller), saying what sbatch said.
 
     Nothing is claimed before the jobs run (each job claims its cell), so a refused array leaves
-    the store as it was: running the same command again, fixed, submits every cell. submitit
+    the store as it was: running the same command again, fixed, submits every cell; what
+    submitit wrote for the array (a pickle per job, the submission script) is removed. submitit
     prints sbatch's whole stderr when it fails; that is kept here and said in the error's one line.
     """
     from submitit.core.utils import FailedJobError
 
+    folder = Path(executor.folder)
+    before = set(folder.iterdir()) if folder.is_dir() else set()
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said), executor.batch():
@@ -168,10 +171,20 @@ def _submit(executor, todo: list[Cell], options: SlurmOptions, root: Path, **kwa
     except (FailedJobError, subprocess.CalledProcessError, FileNotFoundError) as exc:
         if isinstance(exc, FileNotFoundError) and exc.filename != "sbatch":
             raise  # not sbatch missing: a file of the store's, which the CLI reports as a disk problem
+        _remove_new(folder, before)
         raise UserError(_refused_text(exc, said.getvalue(), options, len(todo))) from None
     if said.getvalue():  # not ours to swallow when the submission went through
         sys.stderr.write(said.getvalue())
     return jobs
+
+
+def _remove_new(folder: Path, before: set[Path]) -> None:
+    """Remove what was written into ``folder`` since ``before`` (its entries then)."""
+    for path in (set(folder.iterdir()) - before) if folder.is_dir() else ():
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _refused_text(exc: Exception, printed: str, options: SlurmOptions, n: int) -> str:
