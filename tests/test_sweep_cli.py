@@ -115,6 +115,19 @@ def test_cli_sweep_exit_codes(tmp_path, fake_env, monkeypatch):
     assert bad.exit_code == 2 and "unknown --executor" in bad.output
 
 
+def test_a_training_cell_line_gives_its_accuracy_as_results_does_and_one_cell_is_one(tmp_path, fake_env):
+    """The line of a finished training cell gives its test accuracy in percent, as the `results`
+    table beside it does (it said 0.2, and 0 for 0%), and a one-cell sweep says "1 cell"."""
+    spec = write_spec(tmp_path, RUNTIME_SPEC.replace('task = "runtime"', 'task = "memorization"')
+                      .split("[runtime]")[0] + "[train]\npreset = \"memorization-small\"\n")
+    args = ["sweep", str(spec), "--results-dir", str(tmp_path / "s"), "--cell-fn", FAKE, "--only", "depth=1",
+            "--only", "config=2d"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "test accuracy 20.0%" in result.output                      # the fake's 0.2
+    assert "sweep t: 1 cell; ran 1 (1 ok, 0 failed)" in result.output
+
+
 def test_a_dry_run_of_a_gpu_sweep_here_says_a_run_would_be_refused(tmp_path, monkeypatch):
     """The plan prints on a machine without the sweep's GPU (a laptop plans a GPU sweep), and
     says that running it here would be refused, instead of leaving that to the run."""

@@ -225,7 +225,8 @@ def summary_line(summary: Summary) -> str:
             parts.append(f"{label} {n}")
     minutes, seconds = divmod(round(summary.wall_time_s), 60)
     wall = f"{summary.wall_time_s:.1f} s" if minutes == 0 else f"{minutes} min {seconds} s"
-    line = f"sweep {summary.sweep}: {summary.planned} cells; {', '.join(parts)}; wall time {wall}"
+    cells = f"{summary.planned} cell{'' if summary.planned == 1 else 's'}"
+    line = f"sweep {summary.sweep}: {cells}; {', '.join(parts)}; wall time {wall}"
     if summary.missing:
         line += f"; {summary.missing} cell{' has' if summary.missing == 1 else 's have'} no record"
     refused = next((o.refused for o in summary.outcomes if o.refused), None)

@@ -431,7 +431,10 @@ def _describe(outcome: Outcome) -> str:
         extra = f", solved after {solved:,} samples" if solved else ""
         if rec.get("stop_reason") == "deadline":
             extra += f", stopped at the deadline after {rec.get('samples_seen', 0):,} samples"
-        return f"test {rec.get('metric')} {rec['test_metric']:.4g}{m}{extra}"
+        from ..results.view import format_value  # pandas: imported only once a cell has a result
+
+        # as `results` shows it: accuracy in percent, BPC to three decimals
+        return f"test {rec.get('metric')} {format_value('test_metric', rec['test_metric'], rec)}{m}{extra}"
     return "ok"
 
 
