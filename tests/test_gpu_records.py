@@ -161,8 +161,14 @@ def test_by_depth_with_two_sizes_and_no_runtime_records(two_sizes, tmp_path):
     root = tmp_path / "train"
     write_record({"id": "t", "kind": "train", "task": "addition", "config": "2d", "depth": 1, "status": "ok",
                   "test_metric": 0.5}, "training", root=root / "store")
-    none = invoke("results", "--results-dir", root, "--by-depth")
-    assert none.exit_code == 2 and "no successful runtime records" in none.output
+    trained = invoke("results", "--results-dir", root, "--by-depth")   # a training table, no runtime one
+    assert trained.exit_code == 0 and "training: addition, test" in trained.output, trained.output
+    assert "ms per timestep" not in trained.output and "us per timestep" not in trained.output
+    failed = tmp_path / "failed"
+    write_record({"id": "t", "kind": "train", "task": "addition", "config": "2d", "depth": 1, "status": "failed",
+                  "test_metric": None}, "training", root=failed / "store")
+    none = invoke("results", "--results-dir", failed, "--by-depth")
+    assert none.exit_code == 2 and "no successful runtime or training records" in none.output
 
 
 def test_the_converter_says_what_it_cannot_read(tmp_path):

@@ -209,3 +209,38 @@ def test_records_at_two_learning_rates_show_an_lr_column_and_one_lr_goes_in_the_
     one = CliRunner().invoke(app, ["results", "one", "--results-dir", str(tmp_path)], env={"COLUMNS": "80"})
     assert one.exit_code == 0, one.output
     assert "lr 0.0001" in one.output and "lr " not in next(line for line in one.output.splitlines() if "config" in line)
+
+
+def test_training_records_by_depth_are_what_the_figure_draws(tmp_path):
+    """``--by-depth`` on training records: a column per depth with the mean test metric over
+    seeds (their sd under it), and on an algorithmic task the median samples to solve of the
+    seeds that solved (how many of how many), or how far the runs got; an lr column only where
+    the rows differ in it; enwik8 has no samples line."""
+    def run(record_id, config, depth, seed, metric, *, solved=None, lr=0.001, task="memorization"):
+        write_record({"id": record_id, "kind": "train", "task": task, "config": config, "depth": depth, "seed": seed,
+                      "metric": "bpc" if task == "enwik8" else "accuracy", "test_metric": metric, "status": "ok",
+                      "lr": lr, "channels": 32, "solved": solved is not None, "samples_to_solve": solved,
+                      "samples_seen": solved or 9000, "causal": True}, "s", root=tmp_path / "store")
+
+    run("a", "3d-cn", 1, 0, 0.5)
+    run("b", "3d-cn", 1, 1, 0.7)
+    run("c", "3d-cn", 2, 0, 1.0, solved=6000)
+    run("d", "3d-cn", 2, 1, 1.0, solved=8000)
+    run("e", "3d-cn", 2, 2, 0.9)
+    run("f", "2d", 2, 0, 0.25, lr=0.0001)
+    run("g", "2d", 1, 0, 1.61, task="enwik8")
+    result = CliRunner().invoke(app, ["results", "s", "--results-dir", str(tmp_path), "--by-depth"],
+                                env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "s: memorization, test accuracy, mean (sd) over up to 3 seeds" in " ".join(text.split())
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in text.splitlines() if line.startswith("│") and line.split("│")[1].strip()}
+    assert rows["3d-cn"] == ["0.001", "60.0%", "96.7%"]
+    assert rows["2d"] == ["0.0001", "-", "25.0%"]
+    assert "(sd 14.1%)" in text and "2/3 solved 7,000" in text and "not by 9,000" in text
+    assert "s: enwik8, test bpc" in text and "1.610" in text
+    enwik8 = next(part for part in re.split(r"^(?=s: )", text, flags=re.M) if part.startswith("s: enwik8"))
+    assert "not by" not in enwik8 and "solved" not in enwik8 and "1.610" in enwik8
+    markdown = invoke("s", "--results-dir", str(tmp_path), "--by-depth", "--format", "markdown")
+    assert "| 3d-cn | 0.001 | 60.0% (sd 14.1%) not by 9,000 | 96.7% (sd 5.8%) 2/3 solved 7,000 |" in markdown.output

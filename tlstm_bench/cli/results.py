@@ -25,9 +25,11 @@ def results(
                                                       "json and parquet always have every column).")] = False,
     all_versions: Annotated[bool, typer.Option("--all-versions", help="Keep every record of a cell, not only "
                                                                        "the newest.")] = False,
-    by_depth: Annotated[bool, typer.Option("--by-depth", help="Runtime records as one row per configuration, "
-                                                              "implementation and size, a column per depth "
-                                                              "(table or markdown).")] = False,
+    by_depth: Annotated[bool, typer.Option("--by-depth", help="A column per depth (table or markdown): runtime "
+                                                              "records a row per configuration, implementation "
+                                                              "and size; training records a row per "
+                                                              "configuration, the mean test metric over seeds "
+                                                              "and the samples to solve.")] = False,
     fastest: Annotated[bool, typer.Option("--fastest", help="With --by-depth: each configuration's fastest "
                                                             "implementation per size only (the figure's lines).")] = False,
     results_dir: ResultsDir = None,
@@ -73,7 +75,7 @@ def results(
 
 
 def _by_depth(frame, fmt: str, out: Optional[Path], fastest: bool) -> None:
-    """``--by-depth``: the runtime records a row per line of the runtime figure (results/by_depth.py)."""
+    """``--by-depth``: the records a row per line of the figures, a column per depth (results/by_depth.py)."""
     from ..atomic import atomic_write
     from ..results.by_depth import by_depth, markdown
 

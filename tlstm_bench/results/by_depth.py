@@ -1,11 +1,17 @@
-"""Runtime records as one row per line of the runtime figure: ``results --by-depth``.
+"""Records as one row per line of the figures, a column per depth: ``results --by-depth``.
 
-A row is one configuration, implementation (and variant, for records converted from a tool that
-timed several of one implementation), model size and batch, in one collection; a column per
-depth holds the median per timestep with its interquartile range, and the last column the
-deepest over the shallowest. It is the table beside the runtime figure (``plot``), and what the
-README's GPU table is generated from (``tlstm-bench results runtime --by-depth --format markdown``).
-The unit is microseconds when every median is below 10 ms (a GPU), else milliseconds.
+Runtime: a row is one configuration, implementation (and variant, for records converted from a
+tool that timed several of one implementation), model size and batch, in one collection; a
+column per depth holds the median per timestep with its interquartile range, and the last column
+the deepest over the shallowest. It is the table beside the runtime figure (``plot``), and what
+the README's GPU table is generated from (``tlstm-bench results runtime --by-depth --format
+markdown``). The unit is microseconds when every median is below 10 ms (a GPU), else milliseconds.
+
+Training: a table per collection and task, a row per configuration (and model size, learning
+rate and warm-up where the rows differ in them), a column per depth with what the metric panel
+of the task's figure draws, the test metric's mean over seeds (and their standard deviation),
+and on an algorithmic task what its samples panel draws under it: the median samples to solve
+over the seeds that solved it, or how far the run got.
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ import math
 import pandas as pd
 
 from ..errors import UserError
+from ..vocab import ALGORITHMIC_TASKS
 from .frame import config_order
 from .table import Column, TableView
 from .view import (FALLS, FALLS_NOTE, NOT_CAUSAL, NOT_CAUSAL_NOTE, WITHIN_SPREAD, WITHIN_SPREAD_NOTE, batch_name,
-                   config_mark, depth_marks, depth_ratio, device_name_text, line_name, ratio_mark, size_name)
+                   config_mark, depth_marks, depth_ratio, device_name_text, format_value, line_name, ratio_mark,
+                   records_caption, size_name)
 
 
 def line_names(rows: pd.DataFrame) -> pd.Series:
@@ -89,19 +97,24 @@ def provenance_parts(rows: pd.DataFrame) -> list[str]:
 
 
 def by_depth(frame: pd.DataFrame, *, only_fastest: bool = False) -> tuple[list[TableView], list[str]]:
-    """(tables, notes): one table per collection of the successful runtime records of ``frame``;
-    ``only_fastest``: each configuration's fastest line per size only (:func:`fastest`)."""
+    """(tables, notes): one table per collection of the successful runtime records of ``frame``,
+    then one per collection and task of its successful training records (:func:`_train_table`);
+    ``only_fastest``: each configuration's fastest runtime line per size only (:func:`fastest`)."""
     ok = frame[(frame["kind"] == "runtime") & (frame["status"] == "ok") & frame["ms_per_step"].notna()]
     if only_fastest:
         ok = pd.concat([fastest(part) for _, part in ok.groupby("collection", sort=False)]) if len(ok) else ok
-    if ok.empty:
-        raise UserError("no successful runtime records to show by depth; `tlstm-bench results` lists what there is")
-    tables, marks = [], set()
-    for collection, rows in ok.groupby("collection", sort=False):
-        table = _table(str(collection), rows)
+    trained = frame[(frame["kind"] == "train") & (frame["status"] == "ok") & frame["test_metric"].notna()
+                    & frame["depth"].notna()] if "test_metric" in frame else frame.iloc[:0]
+    if ok.empty and trained.empty:
+        raise UserError("no successful runtime or training records to show by depth; `tlstm-bench results` lists "
+                        "what there is")
+    tables = [_table(str(collection), rows) for collection, rows in ok.groupby("collection", sort=False)]
+    tables += [_train_table(str(collection), str(task), rows)
+               for (collection, task), rows in trained.groupby(["collection", "task"], sort=False)]
+    marks = set()
+    for table in tables:
         marks.update(mark for mark in (NOT_CAUSAL, WITHIN_SPREAD, FALLS) for row in table.rows
                      if any(mark in cell for cell in row))
-        tables.append(table)
     notes = {NOT_CAUSAL: NOT_CAUSAL_NOTE, WITHIN_SPREAD: WITHIN_SPREAD_NOTE, FALLS: FALLS_NOTE}
     return tables, [note for mark, note in notes.items() if mark in marks]
 
@@ -134,6 +147,68 @@ def _table(collection: str, rows: pd.DataFrame) -> TableView:
                      for i, h in enumerate(headers)]
     table.rows = [row for _, row in sorted(groups, key=lambda g: g[0])]
     return table
+
+
+# A training row's own columns, shown only where the table's rows differ in them.
+_TRAIN_LABELS = (("size", "_size"), ("lr", "lr"), ("warm-up", "lr_warmup"))
+
+
+def _train_table(collection: str, task: str, rows: pd.DataFrame) -> TableView:
+    """The training records of one collection and task, a row per configuration (and size, lr,
+    warm-up where they differ), a cell per depth: the mean test metric over seeds, with their
+    standard deviation under it where there are several, then (addition, memorization) the median
+    samples to solve of the seeds that solved it (``2/3 solved 9,000``), or ``not by N``: the
+    most samples a seed ran. What the task's figure draws, as numbers."""
+    rows = rows.assign(_size=size_names(rows), lr_warmup=rows.get("lr_warmup", pd.Series(None, index=rows.index)))
+    depths = sorted({int(d) for d in rows["depth"]})
+    shown = [(header, column) for header, column in _TRAIN_LABELS
+             if column in rows and rows[column].nunique(dropna=False) > 1]
+    accuracy = set(rows["metric"].dropna()) == {"accuracy"}
+    groups = []
+    for keys, part in rows.groupby(["config"] + [column for _, column in shown], sort=False, dropna=False):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        mark = config_mark(False) if (part["causal"] == False).any() else ""  # noqa: E712 - pandas
+        label = [f"{keys[0]}{mark}"] + [_label(value) for value in keys[1:]]
+        by = {int(d): g for d, g in part.groupby("depth")}
+        cells = [_train_cell(by[d], task) if d in by else "-" for d in depths]
+        groups.append((config_order(keys[0]), label + cells))
+    seeds = rows.groupby(["config", "depth"] + [column for _, column in shown], dropna=False).size().max()
+    metrics = rows["metric"].dropna()
+    what = "test accuracy" if accuracy else f"test {metrics.iloc[0] if len(metrics) else 'metric'}"
+    title = f"{collection}: {task}, {what}" + (f", mean (sd) over up to {seeds} seeds" if seeds > 1 else "")
+    if task in ALGORITHMIC_TASKS:
+        title += "; samples to solve" + (" (median of the seeds that solved)" if seeds > 1 else "")
+    table = TableView(title=title, caption=records_caption(rows))
+    headers = ["config"] + [header for header, _ in shown] + [f"L={d}" for d in depths]
+    labels = 1 + len(shown)
+    table.columns = [Column(h, justify="left" if i < labels else "right", breaks="," if h == "config" else "")
+                     for i, h in enumerate(headers)]
+    table.rows = [row for _, row in sorted(groups, key=lambda g: g[0])]
+    return table
+
+
+def _label(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _train_cell(records: pd.DataFrame, task: str) -> str:
+    """The mean test metric of a depth's seeds (as ``results`` prints one), its sd under it
+    where there are several, and on an algorithmic task how soon they solved it."""
+    first = records.iloc[0]
+    values = records["test_metric"].astype(float)
+    text = format_value("test_metric", values.mean(), first)
+    if len(values) > 1:
+        text += f"\n(sd {format_value('test_metric', values.std(), first)})"
+    if task not in ALGORITHMIC_TASKS:
+        return text
+    solved = records[records["solved"].fillna(False).astype(bool) & records["samples_to_solve"].notna()]
+    if len(solved):
+        share = f"{len(solved)}/{len(records)} " if len(solved) < len(records) else ""
+        return text + f"\n{share}solved {int(solved['samples_to_solve'].median()):,}"
+    seen = records["samples_seen"].dropna()
+    return text + (f"\nnot by {int(seen.max()):,}" if len(seen) else "")
 
 
 def _ratio(newest: dict) -> str:

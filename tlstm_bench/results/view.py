@@ -318,7 +318,7 @@ def _common(rows: pd.DataFrame, column: str, fmt: str) -> list[str]:
     return [fmt.format(values[0])] if len(values) == 1 and len(present) == len(rows) else []
 
 
-def _caption(rows: pd.DataFrame) -> list[str]:
+def records_caption(rows: pd.DataFrame) -> list[str]:
     """What every row shares, in parts each kept on one line where it fits: the settings, each
     device with its torch version (``;`` between devices), the code version."""
     settings = (_common(rows, "seq_len", "T={}") + _common(rows, "preset", "preset {}")
@@ -362,7 +362,7 @@ def build_view(frame: pd.DataFrame, *, columns: "list[str] | None" = None, wide:
                     shown.insert(shown.index("seed") + 1, column)
         what = f"{kind} records" + (f", task {task}" if task not in (kind, "runtime") else "")
         title = f"{collection}: {what} ({len(rows)})"
-        table = TableView(title=title, caption=_caption(rows))
+        table = TableView(title=title, caption=records_caption(rows))
         depth_mark = runtime_marks(rows) if "ms_per_step" in shown else {}
         for column in shown:
             header = _metric_header(rows, column) if column in ("test_metric", "valid_metric") else \
