@@ -294,7 +294,7 @@ def test_train_ends_within_80_columns(tmp_path):
                                       "--max-samples", "150", "--results-dir", str(tmp_path)], env=WIDTH)
     assert result.exit_code == 0, result.output
     assert_within(result.output, 80)
-    assert re.search(r"on memorization: test accuracy [\d.]+ \(sequences [\d.]+\) not solved in\s+150 samples",
+    assert re.search(r"on memorization: test accuracy [\d.]+% \(sequences [\d.]+%\) not solved in\s+150 samples",
                      result.output), result.output
     # An unsolved run says what it learned, answer by answer (3 symbols: three numbers).
     assert re.search(r"by answer position \(%\), first to last: \d+ \d+ \d+\n", result.output), result.output

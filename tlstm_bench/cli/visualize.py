@@ -40,6 +40,7 @@ def visualize(
     from ..analysis.visualize import visualize as draw_visualization
     from ..errors import UserError
     from ..results.store import workspace
+    from ..results.view import metric_text
 
     folder = workspace(results_dir)
     if (source is None) == (best is None):
@@ -56,7 +57,8 @@ def visualize(
     if best is not None:
         path, record = best_checkpoint(best, task=task, root=folder.store)
         console.print(f"best tLSTM in sweep {best}: {record['config']} L={int(record['depth'])} on {record['task']}, "
-                      f"test {record['metric']} {record['test_metric']:.4g}", highlight=False)
+                      f"test {record['metric']} {metric_text(record['metric'], record['test_metric'])}",
+                      highlight=False)
         source, task = str(path), None
     result = draw_visualization(source, out=out, figures=folder.figures, example=example, task=task,
                                 task_options=parse_task_options(task_option), depth=depth, channels=channels,

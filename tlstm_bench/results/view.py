@@ -274,6 +274,14 @@ def whole_percents(fractions) -> str:
     return " ".join(f"{100 * v:.0f}" for v in fractions)
 
 
+def metric_text(metric, value: float) -> str:
+    """A test or validation metric as every view prints it: an accuracy in percent to one
+    decimal (``43.3%``), BPC (or anything else) to three decimals."""
+    if metric == "accuracy":
+        return f"{100 * value:.1f}%" if value <= 1 else f"{value:.1f}%"
+    return f"{value:.3f}"
+
+
 def format_value(column: str, value, row) -> str:
     if column == "test_by_position" and isinstance(value, list):  # the first answer first
         return whole_percents(value)
@@ -286,9 +294,7 @@ def format_value(column: str, value, row) -> str:
             return "no" if _is_missing(seen) else f"not by {int(seen):,}"
         return "-"
     if column in ("test_metric", "valid_metric"):
-        if row.get("metric") == "accuracy":
-            return f"{100 * value:.1f}%" if value <= 1 else f"{value:.1f}%"
-        return f"{value:.3f}"
+        return metric_text(row.get("metric"), value)
     if column in ("ms_per_step", "ms_iqr", "ms_q25", "ms_q75"):
         return f"{value:.3f}" if value < 10 else f"{value:.1f}"
     if column in ("params", "samples_to_solve", "samples_seen"):

@@ -431,10 +431,9 @@ def _describe(outcome: Outcome) -> str:
         extra = f", solved after {solved:,} samples" if solved else ""
         if rec.get("stop_reason") == "deadline":
             extra += f", stopped at the deadline after {rec.get('samples_seen', 0):,} samples"
-        from ..results.view import format_value  # pandas: imported only once a cell has a result
+        from ..results.view import metric_text  # pandas: imported only once a cell has a result
 
-        # as `results` shows it: accuracy in percent, BPC to three decimals
-        return f"test {rec.get('metric')} {format_value('test_metric', rec['test_metric'], rec)}{m}{extra}"
+        return f"test {rec.get('metric')} {metric_text(rec.get('metric'), rec['test_metric'])}{m}{extra}"
     return "ok"
 
 

@@ -47,7 +47,7 @@ from ..models import build_model, training_implementation
 from ..models.memory import check_fits, model_memory
 from ..results import code_version, provenance
 from ..results.schema import record_key, versioned_id
-from ..results.view import whole_percents
+from ..results.view import metric_text, whole_percents
 from ..tasks import Task
 from ..vocab import ALGORITHMIC_TASKS, torch_device
 from ..warmup import parse_warmup
@@ -369,7 +369,7 @@ class Trainer:
         if not self.counters.history:
             return ""
         split = "test" if self.task.online else "valid"
-        return f"  {split} {self.task.metric} {self.counters.history[-1]['metric']:.4f}"
+        return f"  {split} {self.task.metric} {metric_text(self.task.metric, self.counters.history[-1]['metric'])}"
 
     def finish(self) -> dict:
         """The final evaluation (the last state for online tasks, the best on valid otherwise),
@@ -450,11 +450,11 @@ def summary(record: dict) -> str:
     """One line: what was trained and how it did."""
     parts = [f"{record['config']} L={record['depth']} M={record['channels']} on {record['task']}:"]
     if record["valid_metric"] is not None:
-        parts.append(f"valid {record['metric']} {record['valid_metric']:.4f},")
+        parts.append(f"valid {record['metric']} {metric_text(record['metric'], record['valid_metric'])},")
     if record["test_metric"] is not None:
-        parts.append(f"test {record['metric']} {record['test_metric']:.4f}")
+        parts.append(f"test {record['metric']} {metric_text(record['metric'], record['test_metric'])}")
     if record["sequence_accuracy"] is not None:
-        parts.append(f"(sequences {record['sequence_accuracy']:.2f})")
+        parts.append(f"(sequences {metric_text('accuracy', record['sequence_accuracy'])})")
     if record["task"] in ALGORITHMIC_TASKS:
         parts.append(f"solved after {record['samples_to_solve']:,} samples" if record["solved"]
                      else f"not solved in {record['samples_seen']:,} samples")
