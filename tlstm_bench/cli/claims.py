@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.cells import cell_len
 from rich.text import Text
 
 from ..results.table import TableView
 from .app import app, console, handles_user_errors
 from .screen import say
-from .tables import draw_table
+from .tables import broken, draw_table
 
 _STYLE = {"reproduced": "green", "not reproduced": "red", "not run here": "yellow"}
 
@@ -25,7 +26,7 @@ def claims(
 ) -> None:
     """The paper's headline claims, each with the paper's number, the best this tool has measured,
     the record it comes from and whether it is reproduced (the rule: docs/fidelity.md)."""
-    from ..plotting.claims import EVIDENCE, claim_rows, field_value, read_records
+    from ..plotting.claims import EVIDENCE, claim_rows, field_value, read_records, schedule_text
     from ..results.view import NOT_CAUSAL
     from ..results.store import workspace
 
@@ -36,9 +37,18 @@ def claims(
     rows = claim_rows(read_records(folder))
     draw_table(console, claims_table(rows, folder))
     sources = _sources(rows)
+    numbers = {_key(record): n for n, record in enumerate(sources, start=1)}
+    asides = [row for row in rows if row.aside is not None]
+    if asides:
+        say(console, "Not counted, at a learning rate or warm-up the paper does not state (the rest of its "
+                     "settings the same), and better than the row's:")
+        for row in asides:
+            record = row.aside.record
+            say(console, Text(f"  {row.claim.name}: {row.aside.best}, {schedule_text(record)} "
+                              f"[{numbers[_key(record)]}]"), hanging=4)
     for number, record in enumerate(sources, start=1):
         mark = NOT_CAUSAL if field_value(record, "causal") is False else ""
-        parts = [f"{_config(record)}{mark} L={int(record['depth'])}",
+        parts = [f"{_config(record, console.width - 4)}{mark} L={int(record['depth'])}",
                  str(field_value(record, "device_name") or field_value(record, "device") or "device unknown"),
                  f"commit {str(field_value(record, 'git_commit') or '-')[:7]}",
                  str(field_value(record, "date") or "")[:10]]
@@ -54,8 +64,10 @@ def claims(
 
 
 def _sources(rows) -> list[dict]:
-    """The records the rows come from, each once, in the order the table numbers them."""
-    return list({_key(row.record): row.record for row in rows if row.record is not None}.values())
+    """The records the rows come from, each once, in the order the table numbers them, then
+    those of the rows' asides (records at another learning rate or warm-up)."""
+    records = [row.record for row in rows] + [row.aside.record for row in rows if row.aside is not None]
+    return list({_key(record): record for record in records if record is not None}.values())
 
 
 def _key(record: dict):
@@ -63,11 +75,17 @@ def _key(record: dict):
     return record.get("source") or id(record)
 
 
-def _config(record: dict) -> str:
-    """The configuration, with an input init recorded before it was a knob of the configuration."""
+def _config(record: dict, width: int) -> str:
+    """The configuration, with an input init recorded before it was a knob of the configuration;
+    one longer than ``width`` broken after its commas onto lines of its own, as a table breaks it
+    (it has no spaces to wrap at)."""
     legacy = record.get("input_init")
     config = str(record["config"])
-    return f"{config} (input_init={legacy})" if isinstance(legacy, str) and "input_init" not in config else config
+    if isinstance(legacy, str) and "input_init" not in config:
+        return f"{config} (input_init={legacy})"
+    if cell_len(config) <= width:
+        return config
+    return "\n" + "\n".join(f"    {line}" for line in broken(Text(config), ",", width).plain.split("\n"))
 
 
 def claims_table(rows, folder: Path) -> TableView:

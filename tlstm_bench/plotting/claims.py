@@ -66,6 +66,13 @@ class ClaimRow:
     status: str
     best: str                    # the best measured, or how far it got; "-" when nothing matches
     record: dict | None = None   # the record it comes from (its source, device, commit ...)
+    aside: "ClaimRow | None" = None  # a better record at a learning rate or warm-up not the paper's
+
+
+# What a training claim's aside may differ in from the paper's settings: the learning rate and its
+# warm-up, which the paper states ("Adam with a learning rate of 0.001", no schedule). Everything
+# else (task, model, M, batch, test set) stays the claim's.
+SCHEDULE = ("lr", "lr_warmup")
 
 
 def _paper_cell(table: str, row: str, column: str) -> str:
@@ -155,21 +162,58 @@ def _base(config: str) -> str:
     return str(config).split(":")[0]
 
 
-def _matches(claim: Claim, frame: pd.DataFrame) -> list[dict]:
+def _matches(claim: Claim, frame: pd.DataFrame, *, schedule: bool = True) -> list[dict]:
     """The train records of the claim's task, model, depth and settings, as dicts; none with a
     learning-rate warm-up (``lr_warmup``: not the paper's setting, which trains at its lr from the
-    first step), none tested on less than the paper's test set (:func:`whole_test_set`)."""
+    first step), none tested on less than the paper's test set (:func:`whole_test_set`).
+    ``schedule`` False: only those at another learning rate or with a warm-up (:data:`SCHEDULE`),
+    the rest of the claim's settings the same."""
     rows = frame[(frame["kind"] == "train") & (frame["task"] == claim.task) & (frame["depth"] == claim.depth)
                  & (frame["config"].map(_base) == THE_MODEL)]
     out = []
     for record in rows.to_dict("records"):
-        if field_value(record, "lr_warmup") is not None or not whole_test_set(record):
+        if not whole_test_set(record):
             continue
         options = record.get("task_options") or {}
-        if all(options.get(k) == v for k, v in claim.match.get("task_options", {}).items()) and all(
-                _same(record.get(k), v) for k, v in claim.match.items() if k != "task_options"):
+        same = all(options.get(k) == v for k, v in claim.match.get("task_options", {}).items()) and all(
+            _same(record.get(k), v) for k, v in claim.match.items() if k not in ("task_options", *SCHEDULE))
+        papers = field_value(record, "lr_warmup") is None and _same(record.get("lr"), claim.match.get("lr", PAPER_LR))
+        if same and papers == schedule:
             out.append(record)
     return out
+
+
+def schedule_text(record: dict) -> str:
+    """``lr 0.0001``, ``lr 0.001 after warm-up linear:30000``: what an aside's record ran at."""
+    lr = field_value(record, "lr")
+    warmup = field_value(record, "lr_warmup")
+    return f"lr {lr:g}" + (f" after warm-up {warmup}" if warmup else "") if lr is not None else \
+        f"warm-up {warmup}" if warmup else "another schedule"
+
+
+def _with_aside(row: ClaimRow, claim: Claim, frame: pd.DataFrame, judge) -> ClaimRow:
+    """``row``, with ``aside`` where a record at another learning rate or warm-up (the rest of the
+    claim's settings the same) did better than ``row``'s: what the claim's result may depend on,
+    shown, never counted. ``judge(claim, records)`` gives the row of a list of records."""
+    others = _matches(claim, frame, schedule=False)
+    if not others:
+        return row
+    aside = judge(claim, others)
+    if aside.record is not None and (row.record is None or _better(claim, aside.record, row.record)):
+        row.aside = aside
+    return row
+
+
+def _better(claim: Claim, a: dict, b: dict) -> bool:
+    """Whether record ``a`` did better on the claim than ``b``: solved sooner (or at all), else a
+    higher test accuracy (a lower BPC)."""
+    if claim.kind == "samples":
+        def rank(r):  # solved first, by samples; then by accuracy
+            solved = bool(r.get("solved")) and field_value(r, "samples_to_solve") is not None
+            return (0, field_value(r, "samples_to_solve")) if solved else (1, -(field_value(r, "test_metric") or 0.0))
+        return rank(a) < rank(b)
+    sign = -1 if claim.kind == "bpc" else 1
+    return sign * (field_value(a, "test_metric") or 0.0) > sign * (field_value(b, "test_metric") or 0.0)
 
 
 def _same(value, wanted) -> bool:
@@ -201,7 +245,10 @@ def field_value(record: dict, name: str):
 
 
 def _samples(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
-    records = _matches(claim, frame)
+    return _with_aside(_samples_of(claim, _matches(claim, frame)), claim, frame, _samples_of)
+
+
+def _samples_of(claim: Claim, records: list[dict]) -> ClaimRow:
     solved = sorted((r for r in records if r.get("solved") and field_value(r, "samples_to_solve")),
                     key=lambda r: r["samples_to_solve"])
     if solved and solved[0]["samples_to_solve"] <= WITHIN * claim.paper:
@@ -240,7 +287,14 @@ def _bpc(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
 def _metric(claim: Claim, frame: pd.DataFrame, best_of, text_of, reached) -> ClaimRow:
     """The best test metric of the claim's records (``best_of``: max or min), reproduced when it
     ``reached`` the paper's; else not reproduced once a run trained as the paper's did."""
-    records = [r for r in _matches(claim, frame) if field_value(r, "test_metric") is not None]
+    def judge(claim: Claim, records: list[dict]) -> ClaimRow:
+        return _metric_of(claim, records, best_of, text_of, reached)
+
+    return _with_aside(judge(claim, _matches(claim, frame)), claim, frame, judge)
+
+
+def _metric_of(claim: Claim, records: list[dict], best_of, text_of, reached) -> ClaimRow:
+    records = [r for r in records if field_value(r, "test_metric") is not None]
     if not records:
         return ClaimRow(claim, NOT_RUN, "-")
     best = best_of(records, key=lambda r: r["test_metric"])
