@@ -244,3 +244,9 @@ def test_training_records_by_depth_are_what_the_figure_draws(tmp_path):
     assert "not by" not in enwik8 and "solved" not in enwik8 and "1.610" in enwik8
     markdown = invoke("s", "--results-dir", str(tmp_path), "--by-depth", "--format", "markdown")
     assert "| 3d-cn | 0.001 | 60.0% (sd 14.1%) not by 9,000 | 96.7% (sd 5.8%) 2/3 solved 7,000 |" in markdown.output
+    # a run with other task options is a row of its own, not a seed of the others
+    write_record({"id": "h", "kind": "train", "task": "memorization", "config": "3d-cn", "depth": 1, "seed": 0,
+                  "metric": "accuracy", "test_metric": 0.1, "status": "ok", "lr": 0.001, "channels": 32,
+                  "task_options": {"symbols": 20}, "samples_seen": 500}, "s", root=tmp_path / "store")
+    markdown = invoke("s", "--results-dir", str(tmp_path), "--by-depth", "--format", "markdown").output
+    assert "| 3d-cn | symbols=20 | 0.001 | 10.0% not by 500 | - |" in markdown and "| 3d-cn | - | 0.001 | 60.0%" in markdown

@@ -25,7 +25,7 @@ from ..vocab import ALGORITHMIC_TASKS
 from .frame import config_order
 from .table import Column, TableView
 from .view import (FALLS, FALLS_NOTE, NOT_CAUSAL, NOT_CAUSAL_NOTE, WITHIN_SPREAD, WITHIN_SPREAD_NOTE, batch_name,
-                   config_mark, depth_marks, depth_ratio, device_name_text, format_value, line_name, ratio_mark,
+                   config_mark, depth_marks, depth_ratio, device_name_text, line_name, metric_text, ratio_mark,
                    records_caption, size_name)
 
 
@@ -149,8 +149,14 @@ def _table(collection: str, rows: pd.DataFrame) -> TableView:
     return table
 
 
-# A training row's own columns, shown only where the table's rows differ in them.
-_TRAIN_LABELS = (("size", "_size"), ("lr", "lr"), ("warm-up", "lr_warmup"))
+# A training row's own columns, shown only where the table's rows differ in them: records that
+# differ in one of these are not seeds of one run.
+_TRAIN_LABELS = (("options", "_options"), ("size", "_size"), ("lr", "lr"), ("warm-up", "lr_warmup"))
+
+
+def _options(value) -> str:
+    """A record's task options, short: ``alphabet=64 symbols=20``."""
+    return " ".join(f"{k}={v}" for k, v in sorted(value.items())) if isinstance(value, dict) and value else "-"
 
 
 def _train_table(collection: str, task: str, rows: pd.DataFrame) -> TableView:
@@ -159,7 +165,9 @@ def _train_table(collection: str, task: str, rows: pd.DataFrame) -> TableView:
     standard deviation under it where there are several, then (addition, memorization) the median
     samples to solve of the seeds that solved it (``2/3 solved 9,000``), or ``not by N``: the
     most samples a seed ran. What the task's figure draws, as numbers."""
-    rows = rows.assign(_size=size_names(rows), lr_warmup=rows.get("lr_warmup", pd.Series(None, index=rows.index)))
+    missing = pd.Series(None, index=rows.index, dtype=object)
+    rows = rows.assign(_size=size_names(rows), _options=rows.get("task_options", missing).map(_options),
+                       lr_warmup=rows.get("lr_warmup", missing))
     depths = sorted({int(d) for d in rows["depth"]})
     shown = [(header, column) for header, column in _TRAIN_LABELS
              if column in rows and rows[column].nunique(dropna=False) > 1]
@@ -196,11 +204,11 @@ def _label(value) -> str:
 def _train_cell(records: pd.DataFrame, task: str) -> str:
     """The mean test metric of a depth's seeds (as ``results`` prints one), its sd under it
     where there are several, and on an algorithmic task how soon they solved it."""
-    first = records.iloc[0]
+    metric = records["metric"].iloc[0]
     values = records["test_metric"].astype(float)
-    text = format_value("test_metric", values.mean(), first)
+    text = metric_text(metric, values.mean())
     if len(values) > 1:
-        text += f"\n(sd {format_value('test_metric', values.std(), first)})"
+        text += f"\n(sd {metric_text(metric, values.std())})"
     if task not in ALGORITHMIC_TASKS:
         return text
     solved = records[records["solved"].fillna(False).astype(bool) & records["samples_to_solve"].notna()]
