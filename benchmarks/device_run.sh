@@ -28,7 +28,10 @@
 #
 # The archive is a results folder: store/<collection>/*.json (a sweep's working files too,
 # but not its checkpoints), plus NAME.log (the command's output), NAME-meta.txt (command,
-# commit, times, exit status) and NAME-nvidia-smi.txt. Unpack it here as a results folder:
+# commit, times, exit status) and NAME-nvidia-smi.txt; with DEVICE_RUN_KEEP=FOLDER (a run's
+# --checkpoint-dir) also that folder's checkpoint.pt as carry/<its name>/checkpoint.pt, so that a
+# later session can go on from where the device stopped (a few MB; one file back is at most 16 MiB).
+# Unpack it here as a results folder:
 #   mkdir -p results/evidence/gpu/DATE-CARD
 #   tar xzf NAME.tar.gz -C results/evidence/gpu/DATE-CARD
 #   tlstm-bench results --results-dir results/evidence/gpu/DATE-CARD
@@ -58,6 +61,10 @@ timeout -k 10 "$secs" python3 -m tlstm_bench "$@" --results-dir "$dir" >"$dir/$n
 status=$?
 echo "ended: $(date -u +%FT%TZ), exit status $status ($SECONDS s; 124: the hard stop)" >>"$dir/$name-meta.txt"
 tail -n 40 "$dir/$name.log"
+keep=${DEVICE_RUN_KEEP:-}
+if [[ -n $keep && -f $keep/checkpoint.pt ]]; then
+    mkdir -p "$dir/carry/$(basename "$keep")" && cp "$keep/checkpoint.pt" "$dir/carry/$(basename "$keep")/"
+fi
 tar czf "$out/$name.tar.gz" -C "$dir" --exclude='.checkpoints' --exclude='.locks' .
 echo "packed: $out/$name.tar.gz ($(du -h "$out/$name.tar.gz" | cut -f1)); exit status $status"
 exit "$status"

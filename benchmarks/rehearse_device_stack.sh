@@ -19,8 +19,9 @@
 #   issue-29     issue29_call.sh on the CPU, a 150 s hard stop: device_run.sh packs each cut sweep into one
 #                archive (the cells it started stopped at its deadline and kept their records, none failed)
 #   issue-29-warmup  the memorization-warmup archive holds a record of a warm-up cell (lr_warmup linear:...)
-#   issue-29-on  (when results/carry/l7-lr1e-4/checkpoint.pt is here) the same call resumed a copy of it
-#                beside the sweep, stopped at the deadline with its record, in an archive of its own
+#   issue-29-on  (when results/carry/l10-lr1e-4/ or l7-lr1e-4/ holds a checkpoint.pt) the same call
+#                resumed a copy of it beside the sweep, stopped at the deadline with its record, in an
+#                archive of its own
 #   compile-27   (--compile) triton_precompile.py --sweep runtime --fake-target 90, none failed
 #   compile-28   (--compile) results/evidence/cpu/precompile_rehearsal/rehearse.py, none failed
 # Exit status: the number of steps that failed.
@@ -73,15 +74,23 @@ step issue-28 "^MET: every timed triton variant right against float64 eager: [1-
 # a 150 s hard stop on purpose: the cells it starts stop at TLSTM_BENCH_DEADLINE with their
 # records, the rest are not started (exit 1), and the archives are packed. The deadline is 60 s
 # before the stop (the device's 30 s is too little on a loaded CPU for the resumed L = 7 model's
-# last evaluation). The resumed run works on a copy of the carried checkpoint (resuming moves it on).
-carry=results/carry/l7-lr1e-4
-[[ -f $carry/checkpoint.pt ]] && mkdir -p "$logs/carry" && cp -r "$carry" "$logs/carry/"
+# last evaluation). The resumed run works on a copy of the carried checkpoint (resuming moves it on),
+# the one issue29_call.sh would pick.
+carry=
+for run in results/carry/l10-lr1e-4 results/carry/l7-lr1e-4; do
+    [[ -f $run/checkpoint.pt ]] && { carry=$run; break; }
+done
+copy=
+if [[ -n $carry ]]; then
+    mkdir -p "$logs/carry" && cp -r "$carry" "$logs/carry/" && copy=$logs/carry/$(basename "$carry")
+fi
 step issue-29 "([1-9][0-9]* ok, 0 failed); wall time" bash -c "OUT='$logs/out29' ISSUE29_DEVICE=cpu ISSUE29_JOBS=2 DEADLINE_MARGIN_S=60 \
-    ISSUE29_CARRY='$logs/carry/l7-lr1e-4' bash benchmarks/issue29_call.sh 150 rehearsal; true"
+    ISSUE29_CARRY='$copy' bash benchmarks/issue29_call.sh 150 rehearsal; true"
 step issue-29-warmup '"lr_warmup": "linear:' tar xzf "$logs/out29/memorization-warmup.tar.gz" -O --wildcards \
     './store/memorization-warmup/*.json'
-if [[ -f $carry/checkpoint.pt ]]; then
-    step issue-29-on "^record saved to " tar xzf "$logs/out29/l7-lr1e-4-on.tar.gz" -O ./l7-lr1e-4-on.log
+if [[ -n $carry ]]; then
+    name=$(basename "$carry")
+    step issue-29-on "^record saved to " tar xzf "$logs/out29/$name-on.tar.gz" -O "./$name-on.log"
 fi
 if [[ $compile == 1 ]]; then
     step compile-27 "^precompiled [1-9][0-9]* variant(s) in [0-9.]* s ([0-9]* processes)$" \
