@@ -343,6 +343,8 @@ def test_a_better_record_at_another_learning_rate_is_shown_aside_and_never_count
     other_m = memorization(solved=True, samples_to_solve=9_000, samples_seen=9_000, lr=1e-4, channels=32)
     assert row([paper, other_m], "memorization, L=10").aside is None                    # not the claim's M
     assert row([fast], "memorization, L=10").status == NOT_RUN                          # alone: still not counted
+    unsaid = memorization(solved=True, samples_to_solve=9_000, samples_seen=9_000, lr=None)
+    assert row([paper, unsaid], "memorization, L=10").aside is None                     # an lr unknown: no aside
     mnist_fast = mnist(test_metric=0.995, lr=3e-4)
     got = row([mnist(test_metric=0.98), mnist_fast], "MNIST, L=3")
     assert got.best.startswith("98.0%") and got.aside.best.startswith("99.5%")

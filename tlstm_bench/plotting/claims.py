@@ -178,17 +178,16 @@ def _matches(claim: Claim, frame: pd.DataFrame, *, schedule: bool = True) -> lis
         same = all(options.get(k) == v for k, v in claim.match.get("task_options", {}).items()) and all(
             _same(record.get(k), v) for k, v in claim.match.items() if k not in ("task_options", *SCHEDULE))
         papers = field_value(record, "lr_warmup") is None and _same(record.get("lr"), claim.match.get("lr", PAPER_LR))
-        if same and papers == schedule:
+        known = field_value(record, "lr") is not None  # a record that does not say its lr is no aside
+        if same and (papers if schedule else known and not papers):
             out.append(record)
     return out
 
 
 def schedule_text(record: dict) -> str:
     """``lr 0.0001``, ``lr 0.001 after warm-up linear:30000``: what an aside's record ran at."""
-    lr = field_value(record, "lr")
     warmup = field_value(record, "lr_warmup")
-    return f"lr {lr:g}" + (f" after warm-up {warmup}" if warmup else "") if lr is not None else \
-        f"warm-up {warmup}" if warmup else "another schedule"
+    return f"lr {field_value(record, 'lr'):g}" + (f" after warm-up {warmup}" if warmup else "")
 
 
 def _with_aside(row: ClaimRow, claim: Claim, frame: pd.DataFrame, judge) -> ClaimRow:
