@@ -249,4 +249,5 @@ def test_training_records_by_depth_are_what_the_figure_draws(tmp_path):
                   "metric": "accuracy", "test_metric": 0.1, "status": "ok", "lr": 0.001, "channels": 32,
                   "task_options": {"symbols": 20}, "samples_seen": 500}, "s", root=tmp_path / "store")
     markdown = invoke("s", "--results-dir", str(tmp_path), "--by-depth", "--format", "markdown").output
-    assert "| 3d-cn | symbols=20 | 0.001 | 10.0% not by 500 | - |" in markdown and "| 3d-cn | - | 0.001 | 60.0%" in markdown
+    assert "| 3d-cn | symbols=20 | 0.001 | 10.0% not by 500 | - |" in markdown
+    assert "| 3d-cn | - | 0.001 | 60.0%" in markdown
