@@ -4,6 +4,8 @@
 # thread, a checkpoint every 1,500 samples. L = 10 keeps its checkpoint in results/carry/l10-lr1e-4/
 # (committed: issue 29's device call resumes it); the others in /tmp/s17/lL/C. Seventeenth session
 # (2026-12-07): run from a snapshot of 0fe3db7 in /tmp/s17/src (git archive of that commit).
+# A new machine lacks the snapshot: it is made again from the commit (the checkout at /work/main).
+[[ -d /tmp/s17/src ]] || { mkdir -p /tmp/s17 && git -C /work/main archive --prefix=src/ 0fe3db7 | tar -x -C /tmp/s17; }
 source /work/main/.venv/bin/activate
 export PYTHONPATH=/tmp/s17/src TLSTM_BENCH_GIT_COMMIT=0fe3db7
 K=3d-cn:cell_kernel=shift,input_init=normal,input_std=3,bias_init=torch7,recurrent_scale=2
