@@ -37,7 +37,7 @@ def claims(
     rows = claim_rows(read_records(folder))
     draw_table(console, claims_table(rows, folder))
     sources = _sources(rows)
-    numbers = {_key(record): n for n, record in enumerate(sources, start=1)}
+    numbers = _numbers(sources)
     asides = [row for row in rows if row.aside is not None]
     if asides:
         say(console, "Not counted, at a learning rate or warm-up the paper does not state (the rest of its "
@@ -70,6 +70,11 @@ def _sources(rows) -> list[dict]:
     return list({_key(record): record for record in records if record is not None}.values())
 
 
+def _numbers(sources: list[dict]) -> dict:
+    """Each source record's number in the list under the table ([n]), by :func:`_key`."""
+    return {_key(record): n for n, record in enumerate(sources, start=1)}
+
+
 def _key(record: dict):
     """One record, read once per claim: its file (two rows from one file share a number)."""
     return record.get("source") or id(record)
@@ -99,7 +104,7 @@ def claims_table(rows, folder: Path) -> TableView:
     table.add_column("best here", wrap=True)
     table.add_column("record", wrap=True)
     table.add_column("status")
-    numbers = {_key(record): n for n, record in enumerate(_sources(rows), start=1)}
+    numbers = _numbers(_sources(rows))
     for row in rows:
         ref = "-" if row.record is None else f"[{numbers[_key(row.record)]}] {record_label(row.record)}"
         table.add_row(row.claim.name, row.claim.paper_text, row.best, ref,

@@ -162,26 +162,34 @@ def _base(config: str) -> str:
     return str(config).split(":")[0]
 
 
-def _matches(claim: Claim, frame: pd.DataFrame, *, schedule: bool = True) -> list[dict]:
-    """The train records of the claim's task, model, depth and settings, as dicts; none with a
-    learning-rate warm-up (``lr_warmup``: not the paper's setting, which trains at its lr from the
-    first step), none tested on less than the paper's test set (:func:`whole_test_set`).
-    ``schedule`` False: only those at another learning rate or with a warm-up (:data:`SCHEDULE`),
-    the rest of the claim's settings the same."""
+def _matches(claim: Claim, frame: pd.DataFrame) -> list[dict]:
+    """The train records of the claim's task, model, depth and settings, as dicts (the first of
+    :func:`_partition`)."""
+    return _partition(claim, frame)[0]
+
+
+def _partition(claim: Claim, frame: pd.DataFrame) -> tuple[list[dict], list[dict]]:
+    """(at the paper's settings, at another schedule): the train records of the claim's task,
+    model and depth tested on the paper's whole test set (:func:`whole_test_set`), with the rest of
+    the claim's settings, as dicts; the first without a learning-rate warm-up (``lr_warmup``: not
+    the paper's setting, which trains at its lr from the first step) and at the paper's lr, the
+    second at another learning rate or with a warm-up (:data:`SCHEDULE`; a record that does not
+    say its lr is in neither)."""
     rows = frame[(frame["kind"] == "train") & (frame["task"] == claim.task) & (frame["depth"] == claim.depth)
                  & (frame["config"].map(_base) == THE_MODEL)]
-    out = []
+    papers, others = [], []
     for record in rows.to_dict("records"):
         if not whole_test_set(record):
             continue
         options = record.get("task_options") or {}
-        same = all(options.get(k) == v for k, v in claim.match.get("task_options", {}).items()) and all(
-            _same(record.get(k), v) for k, v in claim.match.items() if k not in ("task_options", *SCHEDULE))
-        papers = field_value(record, "lr_warmup") is None and _same(record.get("lr"), claim.match.get("lr", PAPER_LR))
-        known = field_value(record, "lr") is not None  # a record that does not say its lr is no aside
-        if same and (papers if schedule else known and not papers):
-            out.append(record)
-    return out
+        if not (all(options.get(k) == v for k, v in claim.match.get("task_options", {}).items()) and all(
+                _same(record.get(k), v) for k, v in claim.match.items() if k not in ("task_options", *SCHEDULE))):
+            continue
+        if field_value(record, "lr_warmup") is None and _same(record.get("lr"), claim.match.get("lr", PAPER_LR)):
+            papers.append(record)
+        elif field_value(record, "lr") is not None:
+            others.append(record)
+    return papers, others
 
 
 def schedule_text(record: dict) -> str:
@@ -190,16 +198,17 @@ def schedule_text(record: dict) -> str:
     return f"lr {field_value(record, 'lr'):g}" + (f" after warm-up {warmup}" if warmup else "")
 
 
-def _with_aside(row: ClaimRow, claim: Claim, frame: pd.DataFrame, judge) -> ClaimRow:
-    """``row``, with ``aside`` where a record at another learning rate or warm-up (the rest of the
-    claim's settings the same) did better than ``row``'s: what the claim's result may depend on,
-    shown, never counted. ``judge(claim, records)`` gives the row of a list of records."""
-    others = _matches(claim, frame, schedule=False)
-    if not others:
-        return row
-    aside = judge(claim, others)
-    if aside.record is not None and (row.record is None or _better(claim, aside.record, row.record)):
-        row.aside = aside
+def _judged(claim: Claim, frame: pd.DataFrame, judge) -> ClaimRow:
+    """The claim's row from its records at the paper's settings (``judge(claim, records)``), with
+    ``aside`` where a record at another learning rate or warm-up (the rest of the claim's settings
+    the same) did better than the row's: what the claim's result may depend on, shown, never
+    counted."""
+    papers, others = _partition(claim, frame)
+    row = judge(claim, papers)
+    if others:
+        aside = judge(claim, others)
+        if aside.record is not None and (row.record is None or _better(claim, aside.record, row.record)):
+            row.aside = aside
     return row
 
 
@@ -244,7 +253,7 @@ def field_value(record: dict, name: str):
 
 
 def _samples(claim: Claim, frame: pd.DataFrame) -> ClaimRow:
-    return _with_aside(_samples_of(claim, _matches(claim, frame)), claim, frame, _samples_of)
+    return _judged(claim, frame, _samples_of)
 
 
 def _samples_of(claim: Claim, records: list[dict]) -> ClaimRow:
@@ -289,7 +298,7 @@ def _metric(claim: Claim, frame: pd.DataFrame, best_of, text_of, reached) -> Cla
     def judge(claim: Claim, records: list[dict]) -> ClaimRow:
         return _metric_of(claim, records, best_of, text_of, reached)
 
-    return _with_aside(judge(claim, _matches(claim, frame)), claim, frame, judge)
+    return _judged(claim, frame, judge)
 
 
 def _metric_of(claim: Claim, records: list[dict], best_of, text_of, reached) -> ClaimRow:
