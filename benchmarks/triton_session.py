@@ -1,9 +1,9 @@
 """Issue 28 in one device call: every triton variant checked against float64 eager, then timed
 interleaved within a budget; the tool's records, one archive, the targets met or missed.
 
-Three groups, the most important first, each: build every variant, check it (float32 against
-``eager`` in float64 on the same device, outputs and every gradient, at the timed M, depth and
-batch with T = 7, the parameters moved by ``check_scale``; right within
+Three groups, the most important first, then the floor. Each group: build every variant, check
+it (float32 against ``eager`` in float64 on the same device, outputs and every gradient, at the
+timed M, depth and batch with T = 7, the parameters moved by ``check_scale``; right within
 ``tiles.CHECK_TOLERANCE`` of its precision or 5x float32 eager's own error at that precision (at
 tf32: torch's TF32 products); this also compiles it),
 then time the variants that ran in interleaved rounds (CUDA events, the median kept) until the
@@ -28,7 +28,11 @@ group's share of the budget is spent (at least 3 rounds):
   instead of the grid barrier (``single-u3-flags`` for 2d and ``mid-u3-flags`` for 3d-cn at
   L = 10, persistent, beside their twins);
 * ``10m``: the same at the 10M size for 2d and 3d-cn at L = 1 and 10, and sLSTM ``cudnn``; at
-  L = 10 also at tf32x3 (tensor cores; a ``TENSOR CORES:`` line in the targets, no target).
+  L = 10 also at tf32x3 (tensor cores; a ``TENSOR CORES:`` line in the targets, no target);
+* ``floor``, last, in the FLOOR_S seconds of the budget kept for it: ``sync_floor.py``, what a
+  step costs with nothing in it but the grid barrier and a chain of dependent loads (and a
+  launch a step, from the host and in a CUDA graph), checked against a host model; its
+  ``FLOOR:`` lines close ``targets.txt``, its numbers are ``floor.json``.
 
 First (on CUDA) the kernels of every triton and triton-graph variant of the plan are compiled
 ahead, in ``--precompile-jobs`` processes at once (``triton_precompile.py``: compile-only
@@ -93,6 +97,7 @@ PRESETS = ("2d", "2d-m", "2d-f", "3d", "3d-ln", "3d-cn")
 PROBE_S = 100.0  # at most, for the graph probe's processes (a start, the compiles, the captures)
 PROFILED = {("m100", "2d", 10), ("m100", "3d-cn", 10), ("train", "3d-cn", 10),  # where the time goes: profiled
             ("10m", "2d", 10), ("10m", "3d-cn", 10)}
+FLOOR_S = 15.0  # of the budget, kept for the floor group (sync_floor.py: a few compiles, a second of rounds)
 PRECOMPILE_S = 150.0  # at most, for compiling the plan's kernels ahead in parallel (triton_precompile.py)
 IMPLEMENTATIONS = {"triton": "triton", "triton-graph": "triton-graph", "fast": "fast", "cudnn": "cudnn",
                    "nnlstm": "torch.nn.LSTM"}
@@ -887,7 +892,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--archive", type=Path, help="pack --out into this .tar.gz after every group and at the end "
                                                  "(in $OUT: a cut call still returns the groups done)")
     ap.add_argument("--budget-s", type=float, default=300.0, help="stop starting work after this many seconds")
-    ap.add_argument("--groups", default="train,m100,10m", help="which groups, in this order")
+    ap.add_argument("--groups", default="train,m100,10m,floor",
+                    help="which groups, in this order (floor: always last, sync_floor.py)")
     ap.add_argument("--rounds", type=int, default=30, help="at most this many timed rounds per group")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                     help="cpu: a dry run at toy sizes under TRITON_INTERPRET=1 (tests)")
@@ -942,15 +948,19 @@ def main() -> int:
 
 
 def run_groups(s: Session, groups: list[str], args, prov: dict) -> None:
-    """Every group in turn (warm-up and checks, then timed rounds), then the table and targets."""
+    """Every group in turn (warm-up and checks, then timed rounds), the floor last (FLOOR_S of the
+    budget kept for it), then the table and targets."""
     variants = plan(args.device)
+    timed = [g for g in groups if g != "floor"]
+    keep = FLOOR_S if "floor" in groups else 0.0
     if args.device == "cuda" and args.precompile_jobs > 0:
-        s.say(precompile_plan([v for v in variants if v.group in groups], args.precompile_jobs, s))
-    for i, group in enumerate(groups):
+        s.say(precompile_plan([v for v in variants if v.group in timed], args.precompile_jobs, s))
+    for i, group in enumerate(timed):
         live = warm_up(s, [v for v in variants if v.group == group])
-        time_rounds(s, live, max(s.left(), 0) / (len(groups) - i), args.rounds)
+        time_rounds(s, live, max(s.left() - keep, 0) / (len(timed) - i), args.rounds)
         s.say(f"group {group} done at {time.monotonic() - s.start:.0f} s")
         s.pack()
+    floor = run_floor(s) if "floor" in groups else []
     (s.out / "table.json").write_text(json.dumps({"entries": table_rows(s.done, prov)}, indent=1) + "\n")
     for v in s.done:
         r = v.rec
@@ -958,11 +968,29 @@ def run_groups(s: Session, groups: list[str], args, prov: dict) -> None:
               f"{r.get('us_per_step', '-'):>8} us/t  check {r.get('check_max_rel', float('nan')):.1e} "
               f"{r.get('samples_per_s', '')} {r.get('error') or ''}")
     lines = targets(s.done)
-    (s.out / "targets.txt").write_text("\n".join(lines) + "\n")
+    (s.out / "targets.txt").write_text("\n".join(lines + floor) + "\n")
     for line in lines:
         s.say(line)
     s.say(f"{len(s.done)} records in {s.out / 'store'}; {time.monotonic() - s.start:.0f} s")
     s.pack()
+
+
+def run_floor(s: Session) -> list[str]:
+    """The floor under a step (``sync_floor.py``: a grid barrier and a chain of dependent loads
+    alone, a launch a step from the host and in a CUDA graph), checked and timed: ``floor.json``,
+    and its ``FLOOR:`` lines for ``targets.txt``. A failure is one line; the session goes on."""
+    import sync_floor
+
+    try:
+        results = sync_floor.measure(s.device, min(FLOOR_S / 2, max(s.left(), 0.0)), s.say)
+    except Exception as exc:  # noqa: BLE001  (the floor explains the targets; it must not cost them)
+        line = f"FLOOR: failed: {one_line(exc)}"
+        s.say(line)
+        return [line]
+    (s.out / "floor.json").write_text(json.dumps(results, indent=1) + "\n")
+    s.say(f"floor done at {time.monotonic() - s.start:.0f} s")
+    s.pack()
+    return sync_floor.lines(results)
 
 
 if __name__ == "__main__":

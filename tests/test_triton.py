@@ -611,7 +611,8 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
     variant checked against float64 eager and timed, records of the store's schema (with the
     precision and what the kernels ran), a tuning-table row per triton shape and precision
     (the training one with fast's time beside it), the targets printed; the triton-graph
-    variant, which needs CUDA, failed in one line by its probe process, the rest timed."""
+    variant, which needs CUDA, failed in one line by its probe process, the rest timed; the
+    floor (sync_floor.py) last, right against its host model, its lines closing the targets."""
     pytest.importorskip("triton")
     from tlstm_bench.results.schema import record_problem
 
@@ -620,7 +621,7 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
     out = tmp_path / "tsession"
     done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "triton_session.py"), "--device", "cpu",
                            "--out", str(out), "--budget-s", "3000",
-                           "--archive", str(tmp_path / "ts.tar.gz"), "--rounds", "3", "--groups", "train,m100"],
+                           "--archive", str(tmp_path / "ts.tar.gz"), "--rounds", "3", "--groups", "train,m100,floor"],
                           capture_output=True, text=True, timeout=900, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     records = [json.loads(p.read_text()) for p in (out / "store" / "triton-session").glob("*.json")]
@@ -648,12 +649,14 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
     targets = (out / "targets.txt").read_text()
     with tarfile.open(tmp_path / "ts.tar.gz") as archive:  # the one file that comes back, whole
         names = set(archive.getnames())
-    assert {"tsession/targets.txt", "tsession/table.json", "tsession/stdout.txt"} <= names
+    assert {"tsession/targets.txt", "tsession/table.json", "tsession/stdout.txt", "tsession/floor.json"} <= names
     assert sum(n.startswith("tsession/store/triton-session/") for n in names) == len(records)
     assert not (tmp_path / "ts.tar.gz.part").exists()
     assert "MET: every timed triton variant right against float64 eager: 2 of 2 checked right" in targets
     assert "UNMEASURED: 3d-cn L=10 <= 20 us" in targets
     assert "PROFILE: train 3d-cn L=2 triton:fold/step:tf32: kernels " in targets
+    floor = [line for line in targets.splitlines() if line.startswith("FLOOR: ")]  # last, after the targets
+    assert len(floor) == 3 and targets.rstrip().endswith(floor[-1]) and all(line.endswith(", right") for line in floor)
 
 
 def test_session_recheck_and_rejudge_a_variant_marked_wrong(tmp_path):
