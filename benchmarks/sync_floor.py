@@ -10,7 +10,10 @@ barrier the persistent kernels use (``common.grid_barrier``) and nothing of the 
   follows ``chain`` more loads, each address taken from the load before it (a table in global
   memory: the serial round trips a step body makes, index map -> partials -> h), writes its own
   value and meets the others at the barrier. At 1, 16, 64 programs and one a streaming
-  multiprocessor, with 0, 2 and 8 chained loads;
+  multiprocessor, with 0, 2 and 8 chained loads; and at one program an SM with 2 chained loads,
+  each program also reading a slice of weights of its own every step (32 and 128 KB, 4 KB
+  blocks summed, independent of the chain as a step's W^h slice is): what the barrier's
+  acquire, which invalidates L1, costs a kernel that re-reads its weights from L2 every step;
 * ``launch``: the same step without the barrier, one launch a step (the launch boundary is the
   barrier: the per-step path), launched from Python one after another (``host``) and captured
   once as a CUDA graph and replayed (``graph``: what ``triton-graph`` does).
@@ -48,6 +51,8 @@ from cuda_clock import sync, timed_ms  # noqa: E402
 
 TABLE = 1024  # entries of the chained loads' table (4 KB: in L2, and in L1 where nothing invalidates it)
 CHAINS = (0, 2, 8)
+BLOCK = 1024  # floats of one block of a program's weight slice (4 KB)
+WEIGHT_BLOCKS = (8, 32)  # the slices read every step: 32 and 128 KB (2d at M = 100: ~40 KB; wide 3d-cn: ~113 KB)
 STEPS = {"cuda": 2000, "cpu": 4}  # a persistent launch's steps (a CUDA graph's: a tenth)
 MIN_ROUNDS, MAX_ROUNDS = 3, 9
 
@@ -61,11 +66,13 @@ except ImportError:  # pragma: no cover
 
 if triton is not None:
     @triton.jit
-    def floor_step(sem_ptr, buf_ptr, table_ptr, first, steps, CHAIN: tl.constexpr, BARRIER: tl.constexpr,
-                   TABLE_SIZE: tl.constexpr):
+    def floor_step(sem_ptr, buf_ptr, table_ptr, w_ptr, first, steps, CHAIN: tl.constexpr, BARRIER: tl.constexpr,
+                   TABLE_SIZE: tl.constexpr, WEIGHTS: tl.constexpr, BLOCK_SIZE: tl.constexpr):
         """Steps first .. first + steps - 1: program p reads its neighbour's value of the step
         before from buf[s % 2], follows CHAIN dependent loads through the table, and writes
-        v + 1 + (the last index) into buf[(s + 1) % 2]; a grid barrier ends each step (BARRIER)."""
+        v + 1 + (the last index) into buf[(s + 1) % 2]; a grid barrier ends each step (BARRIER).
+        With WEIGHTS, it also sums its own WEIGHTS blocks of BLOCK_SIZE floats of w every step
+        (zeros: they add nothing, and the compiler cannot know it)."""
         n = tl.num_programs(0)
         p = tl.program_id(0)
         for s in range(first, first + steps):
@@ -73,6 +80,11 @@ if triton is not None:
             idx = v % TABLE_SIZE
             for _ in tl.static_range(CHAIN):
                 idx = tl.load(table_ptr + idx)
+            if WEIGHTS > 0:
+                acc = tl.zeros([BLOCK_SIZE], tl.float32)
+                for b in tl.static_range(WEIGHTS):
+                    acc += tl.load(w_ptr + (p * WEIGHTS + b) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE))
+                idx += (tl.sum(acc, axis=0) > 1e30).to(tl.int32)
             tl.store(buf_ptr + ((s + 1) % 2) * n + p, v + 1 + idx)
             if BARRIER:
                 grid_barrier(sem_ptr)
@@ -101,24 +113,23 @@ class Case:
     programs: int
     chain: int
     steps: int
+    weights: int = 0  # blocks of BLOCK floats a program reads every step
     samples: list = field(default_factory=list)
     result: dict = field(default_factory=dict)
     fn: object = None
-
-    @property
-    def label(self) -> str:
-        return f"{self.mode} {self.programs} programs, {self.chain} chained loads"
 
 
 def cases(device: str) -> list[Case]:
     """What is measured: on a CPU (the interpreter) one program, a short run of each mode but the graph."""
     if device != "cuda":
         n = STEPS["cpu"]
-        return [Case("persistent", 1, c, n) for c in CHAINS[:2]] + [Case("host", 1, 0, n)]
+        return ([Case("persistent", 1, c, n) for c in CHAINS[:2]] + [Case("persistent", 1, 2, n, weights=2)]
+                + [Case("host", 1, 0, n)])
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     counts = sorted({1, 16, 64, sms} - {c for c in (16, 64) if c > sms})
     n = STEPS["cuda"]
     return ([Case("persistent", p, c, n) for p in counts for c in CHAINS]
+            + [Case("persistent", sms, 2, n, weights=w) for w in WEIGHT_BLOCKS]
             + [Case(m, p, 0, n // 10) for m in ("host", "graph") for p in (1, sms)])
 
 
@@ -130,18 +141,19 @@ def prepare(case: Case, device: str) -> None:
     start = np.arange(2 * case.programs, dtype=np.int32).reshape(2, case.programs)
     buf = torch.from_numpy(start.copy()).to(device)
     tab = torch.from_numpy(table()).to(device)
+    w = torch.zeros(max(case.programs * case.weights * BLOCK, 1), dtype=torch.float32, device=device)
     sem = torch.zeros(1, dtype=torch.int32, device=device).view(torch.uint32)
     grid = (case.programs,)
-    consts = dict(CHAIN=case.chain, TABLE_SIZE=TABLE, num_warps=4)
+    consts = dict(CHAIN=case.chain, TABLE_SIZE=TABLE, WEIGHTS=case.weights, BLOCK_SIZE=BLOCK, num_warps=4)
     if case.mode == "persistent":
         coop = {} if launch.INTERPRETED else {"launch_cooperative_grid": True}
 
         def run():
-            step[grid](sem, buf, tab, 0, case.steps, BARRIER=1, **consts, **coop)
+            step[grid](sem, buf, tab, w, 0, case.steps, BARRIER=1, **consts, **coop)
     else:
         def steps():
             for s in range(case.steps):
-                step[grid](sem, buf, tab, s, 1, BARRIER=0, **consts)
+                step[grid](sem, buf, tab, w, s, 1, BARRIER=0, **consts)
         run = steps
         if case.mode == "graph":
             steps()  # compiled and run once outside the capture; the check below starts again
@@ -156,9 +168,13 @@ def prepare(case: Case, device: str) -> None:
     sync(device)
     want = expected(start, 0, case.steps, case.chain)
     got = buf.cpu().numpy().astype(np.int64)
-    case.result = dict(mode=case.mode, programs=case.programs, chain=case.chain, steps=case.steps,
-                       right=bool(np.array_equal(got, want)))
+    case.result = dict(_described(case), right=bool(np.array_equal(got, want)))
     case.fn = run
+
+
+def _described(case: Case) -> dict:
+    return dict(mode=case.mode, programs=case.programs, chain=case.chain, weights_kb=case.weights * BLOCK * 4 // 1024,
+                steps=case.steps)
 
 
 def measure(device: str, budget_s: float, say=lambda line: None) -> list[dict]:
@@ -177,8 +193,7 @@ def measure(device: str, budget_s: float, say=lambda line: None) -> list[dict]:
             live.append(case)
         except Exception as exc:  # noqa: BLE001  (one case's failure is its result; the others go on)
             first = (str(exc).strip().splitlines() or [""])[0]
-            case.result = dict(mode=case.mode, programs=case.programs, chain=case.chain, steps=case.steps,
-                               error=f"{type(exc).__name__}: {first}"[:300])
+            case.result = dict(_described(case), error=f"{type(exc).__name__}: {first}"[:300])
     rounds = 0
     while live and rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or time.monotonic() < stop):
         for case in live:
@@ -201,7 +216,8 @@ def lines(results: list[dict]) -> list[str]:
         what = {"persistent": "persistent, a grid barrier a step", "host": "a launch a step from the host",
                 "graph": "a launch a step in a CUDA graph"}[r["mode"]]
         programs = f"{r['programs']} program" + ("s" if r["programs"] != 1 else "")
-        head = f"FLOOR: {what}, {programs}, {r['chain']} chained loads:"
+        weights = f", {r['weights_kb']} KB of weights a program" if r["weights_kb"] else ""
+        head = f"FLOOR: {what}, {programs}, {r['chain']} chained loads{weights}:"
         if "error" in r:
             out.append(f"{head} failed: {r['error']}")
         else:
@@ -219,13 +235,13 @@ def compile_for(arch: int) -> list[str]:
     from triton_compile import _usage, aligned
 
     fn = floor_step
-    signature = {name: {"sem_ptr": "*u32", "buf_ptr": "*i32", "table_ptr": "*i32"}.get(name, "i32")
+    signature = {name: {"sem_ptr": "*u32", "buf_ptr": "*i32", "table_ptr": "*i32", "w_ptr": "*fp32"}.get(name, "i32")
                  for name in fn.arg_names}
     out = []
-    for chain, barrier in [(c, 1) for c in CHAINS] + [(0, 0)]:
-        consts = dict(CHAIN=chain, BARRIER=barrier, TABLE_SIZE=TABLE)
+    for chain, barrier, weights in [(c, 1, 0) for c in CHAINS] + [(2, 1, w) for w in WEIGHT_BLOCKS] + [(0, 0, 0)]:
+        consts = dict(CHAIN=chain, BARRIER=barrier, TABLE_SIZE=TABLE, WEIGHTS=weights, BLOCK_SIZE=BLOCK)
         sig = {**signature, **{k: "constexpr" for k in consts}}
-        label = f"sm_{arch} floor_step CHAIN={chain} BARRIER={barrier}"
+        label = f"sm_{arch} floor_step CHAIN={chain} BARRIER={barrier} WEIGHTS={weights}"
         try:
             compiled = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=aligned(fn, sig)),
                                       target=GPUTarget("cuda", arch, 32), options={"num_warps": 4})

@@ -53,12 +53,13 @@ def test_floor_runs_right_in_the_interpreter_and_its_lines_say_so():
 
     said = []
     results = sync_floor.measure("cpu", 0.0, said.append)
-    assert [(r["mode"], r["programs"], r["chain"]) for r in results] == [
-        ("persistent", 1, 0), ("persistent", 1, 2), ("host", 1, 0)]
+    assert [(r["mode"], r["programs"], r["chain"], r["weights_kb"]) for r in results] == [
+        ("persistent", 1, 0, 0), ("persistent", 1, 2, 0), ("persistent", 1, 2, 8), ("host", 1, 0, 0)]
     assert all(r["right"] and r["us_per_step"] > 0 and r["rounds"] >= sync_floor.MIN_ROUNDS for r in results)
     assert said == sync_floor.lines(results)
     assert said[1].startswith("FLOOR: persistent, a grid barrier a step, 1 program, 2 chained loads: ")
     assert said[1].endswith(", right")
+    assert said[2].startswith("FLOOR: persistent, a grid barrier a step, 1 program, 2 chained loads, 8 KB of weights a program: ")
 
 
 def test_floor_check_catches_a_kernel_that_disagrees_with_the_model(monkeypatch):
@@ -84,7 +85,7 @@ def test_floor_kernel_compiles_for_a100_and_h100():
                           capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert len(lines) == 8 and all(line.startswith("ok sm_") for line in lines), lines
+    assert len(lines) == 12 and all(line.startswith("ok sm_") for line in lines), lines
 
 
 def test_floor_script_needs_an_out_file_and_a_gpu_for_cuda():

@@ -656,7 +656,7 @@ def test_session_script_dry_run_writes_store_records_a_table_and_targets(tmp_pat
     assert "UNMEASURED: 3d-cn L=10 <= 20 us" in targets
     assert "PROFILE: train 3d-cn L=2 triton:fold/step:tf32: kernels " in targets
     floor = [line for line in targets.splitlines() if line.startswith("FLOOR: ")]  # last, after the targets
-    assert len(floor) == 3 and targets.rstrip().endswith(floor[-1]) and all(line.endswith(", right") for line in floor)
+    assert len(floor) == 4 and targets.rstrip().endswith(floor[-1]) and all(line.endswith(", right") for line in floor)
 
 
 def test_session_recheck_and_rejudge_a_variant_marked_wrong(tmp_path):
