@@ -22,7 +22,9 @@ group's share of the budget is spent (at least 3 rounds):
   persistent and under the graph; ``single-acc``, ``single16-acc``, ``narrow-acc`` and
   ``narrow-acc64`` per step and ``mid-acc`` persistent for 3d-cn at L = 10), h made once per
   location before each step (``narrow-split`` and ``single16-acc-split`` per step, also under
-  the graph, ``mid-acc-split`` persistent, 3d-cn at L = 10), the 3D batch-1
+  the graph, ``mid-acc-split`` persistent, 3d-cn at L = 10), one warp a program
+  (``single-w1`` for 2d at L = 1 and 10, also under the graph, ``single-acc-w1`` for 2d at
+  L = 10 and for 3d-cn per step at L = 10 and persistent at L = 1), the 3D batch-1
   candidates (``mid`` and ``mid-u3`` persistent, ``narrow-u3`` per step: the window loops
   unrolled; ``wide-w8`` and ``mid-u3-w8``: 8 warps a program), and last the step flags
   instead of the grid barrier (``single-u3-flags`` for 2d and ``mid-u3-flags`` for 3d-cn at
@@ -174,6 +176,15 @@ def plan(device: str) -> list[Variant]:
             for m in ("single-acc", "single16-acc", "narrow-acc", "narrow-acc64")]
     out += [Variant("m100", "3d-cn", 10, menu="mid-acc", persistent=True),
             Variant("m100", "3d-cn", 10, "triton-graph", menu="single-acc", persistent=False)]
+    # One warp a program (the "-w1" tile sets): a program's sums and layout changes stay inside one
+    # warp, no barrier among warps (results/evidence/cpu/warps_ptx/; on the H200 8 warps were
+    # slower than 4): 2d persistent (also under the graph), 3d-cn per step at L = 10 and
+    # persistent at L = 1 (13 programs).
+    out += [Variant("m100", "2d", d, menu="single-w1", persistent=True) for d in (1, 10)]
+    out += [Variant("m100", "2d", 10, menu="single-acc-w1", persistent=True),
+            Variant("m100", "2d", 10, "triton-graph", menu="single-w1", persistent=True),
+            Variant("m100", "3d-cn", 10, menu="single-acc-w1", persistent=False),
+            Variant("m100", "3d-cn", 1, menu="single-acc-w1", persistent=True)]
     # h made once per location before each step that reads it (tiles.Menu.split): narrow per step
     # (the split alone), with the sums deferred per step (also graphed) and persistent.
     out += [Variant("m100", "3d-cn", 10, menu=m, persistent=False) for m in ("narrow-split", "single16-acc-split")]

@@ -264,11 +264,12 @@ def test_unrolled_tile_sets_reach_the_launch_with_their_unroll_and_registers(tt,
     for menu, unroll, maxnreg, warps in (("mid-u3", 3, 255, 4), ("single-u3", 3, 255, 4), ("narrow-u3", 3, None, 4),
                                          ("narrow", 1, None, 4), ("single", 1, None, 4), ("wide", 1, None, 4),
                                          ("wide-w8", 1, None, 8), ("mid-u3-w8", 3, 255, 8),
-                                         ("single16-acc", 1, 80, 4), ("narrow-acc", 1, None, 4)):
+                                         ("single16-acc", 1, 80, 4), ("narrow-acc", 1, None, 4),
+                                         ("single-w1", 1, None, 1), ("single-acc-w1", 1, None, 1)):
         with tt.forced(menu=menu, persistent=False):
             opts = launch._launch_options(_geometry(tt))
         assert (opts["UNROLL"], opts.get("maxnreg"), opts["num_warps"]) == (unroll, maxnreg, warps), (menu, opts)
-        assert opts["DEFER"] == int(menu.endswith("-acc")), (menu, opts)
+        assert opts["DEFER"] == int("-acc" in menu), (menu, opts)
 
 
 def test_unrolled_tile_sets_refuse_a_cell_read_by_more_windows_than_they_preload(tt, monkeypatch):
@@ -407,7 +408,8 @@ def test_table_rows_per_precision_and_the_training_choice(tt, tmp_path, monkeypa
 @pytest.mark.triton
 @pytest.mark.parametrize("menu", ["wide", "narrow", "single", "fp64", "mid", "mid-u3", "narrow-u3", "single-u3",
                                   "wide-w8", "mid-u3-w8", "single-acc", "single16-acc", "narrow-acc", "narrow-acc64",
-                                  "mid-acc", "narrow-split", "single16-acc-split", "mid-acc-split"])
+                                  "mid-acc", "narrow-split", "single16-acc-split", "mid-acc-split", "single-w1",
+                                  "single-acc-w1"])
 def test_every_tile_menu_entry_equals_eager_float64(tt, menu):
     """Each tile set the dispatcher can choose, per step, float64 (M = 10: one or two channel
     tiles; 3D at L = 2: four locations, one to four location tiles)."""

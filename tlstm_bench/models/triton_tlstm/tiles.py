@@ -96,6 +96,12 @@ class Menu:
 # Their narrower inner loops keep the accumulators in registers (sm_90, 3d-cn, M = 100, Triton
 # 3.6, forward: 128 to 185 a thread where narrow takes 228); results/evidence/cpu/defer_ptx/
 # counts registers and barriers.
+# The "-w1" entries (issue 28, opt-in the same way) run one warp a program where the others run
+# four: a program's sums over its inner width and its layout changes then stay inside one warp
+# (shuffles), with no barrier among warps and no round trip through shared memory. On the H200
+# more warps were slower ("-w8"); a one-location tile has little to share among four. sm_90,
+# Triton 3.6, M = 100 (results/evidence/cpu/warps_ptx/): 2d single's forward step keeps 2 of
+# its 19 bar.sync at 255 registers, no spill; 3d-cn single-acc's 6 of 28 at 211.
 MENU = {
     "wide": Menu(16, 16, 32, 64),
     "narrow": Menu(4, 8, 128, 128),
@@ -118,11 +124,14 @@ MENU = {
     "narrow-split": Menu(4, 8, 128, 128, split=True),
     "single16-acc-split": Menu(1, 16, 32, 32, defer=True, maxnreg=80, split=True),
     "mid-acc-split": Menu(8, 16, 16, 16, defer=True, split=True),
+    "single-w1": Menu(1, 8, 128, 128, warps=1),
+    "single-acc-w1": Menu(1, 8, 32, 32, defer=True, warps=1),
     "fp64": Menu(8, 16, 16, 16),
 }
 FLOAT32_MENU = ("wide", "narrow", "single", "fold", "fold64", "mid", "mid-u3", "narrow-u3", "single-u3", "wide-w8",
                 "mid-u3-w8", "mid-u3-flags", "single-u3-flags", "single-acc", "single16-acc", "narrow-acc",
-                "narrow-acc64", "mid-acc", "narrow-split", "single16-acc-split", "mid-acc-split")
+                "narrow-acc64", "mid-acc", "narrow-split", "single16-acc-split", "mid-acc-split", "single-w1",
+                "single-acc-w1")
 
 # What float32 at each precision (vocab.PRECISIONS, common.mma) is held to against eager in
 # float64. TEST_TOLERANCE: tests/test_triton.py, the largest error over the largest entry of

@@ -56,22 +56,27 @@ def loops(ptx: str) -> list[tuple[int, int, int, int, int]]:
     return out
 
 
-print(f"triton {triton.__version__}, sm_90, M = 100, per-step kernels (a middle step)")
-for menu, norm, kd in ROWS:
-    m = tiling.MENU[menu]
-    t = tiling.tiles_for(m, 100, kd)
-    for fn, inner, flags in SPLIT_KERNELS if m.split else KERNELS:
-        c = dict(NORM=norm, MEMCONV=True, FOLD=t["FOLD"], PRECISION="ieee", BN=t["BN"], BM=t["BM"], KDP=t["KDP"],
-                 NJP=t["NJP"], UNROLL=t["UNROLL"], DEFER=t["DEFER"], **{inner: t[inner]}, **flags)
-        c = tc.with_defaults(fn, c)
-        k = triton.compile(ASTSource(fn=fn, signature=tc._signature(fn, c, "fp32"), constexprs=c),
-                           target=GPUTarget("cuda", 90, 32),
-                           options={"num_warps": t["num_warps"], **({"maxnreg": m.maxnreg} if m.maxnreg else {})})
-        ptx = k.asm["ptx"]
-        total = sum("bar.sync" in x for x in ptx.splitlines())
-        name = fn.__name__ + {(False, True): " (h)", (True, False): " (read h)"}.get(
-            (flags.get("FIRST"), flags.get("FINISH")), "")
-        print(f"{menu:18} NORM={norm} Kd={kd} {name:24} {inner}={t[inner]:<3} {tc._usage(k):18} "
-              f"bar.sync {total:3} in all; loops (lines a-b: own bar, shfl, fma):", flush=True)
-        for a, b, bar, shfl, fma in loops(ptx):
-            print(f"    {a:5}-{b:<5} bar {bar:3}  shfl {shfl:3}  fma {fma:4}")
+def main():
+    print(f"triton {triton.__version__}, sm_90, M = 100, per-step kernels (a middle step)")
+    for menu, norm, kd in ROWS:
+        m = tiling.MENU[menu]
+        t = tiling.tiles_for(m, 100, kd)
+        for fn, inner, flags in SPLIT_KERNELS if m.split else KERNELS:
+            c = dict(NORM=norm, MEMCONV=True, FOLD=t["FOLD"], PRECISION="ieee", BN=t["BN"], BM=t["BM"], KDP=t["KDP"],
+                     NJP=t["NJP"], UNROLL=t["UNROLL"], DEFER=t["DEFER"], **{inner: t[inner]}, **flags)
+            c = tc.with_defaults(fn, c)
+            k = triton.compile(ASTSource(fn=fn, signature=tc._signature(fn, c, "fp32"), constexprs=c),
+                               target=GPUTarget("cuda", 90, 32),
+                               options={"num_warps": t["num_warps"], **({"maxnreg": m.maxnreg} if m.maxnreg else {})})
+            ptx = k.asm["ptx"]
+            total = sum("bar.sync" in x for x in ptx.splitlines())
+            name = fn.__name__ + {(False, True): " (h)", (True, False): " (read h)"}.get(
+                (flags.get("FIRST"), flags.get("FINISH")), "")
+            print(f"{menu:18} NORM={norm} Kd={kd} {name:24} {inner}={t[inner]:<3} {tc._usage(k):18} "
+                  f"bar.sync {total:3} in all; loops (lines a-b: own bar, shfl, fma):", flush=True)
+            for a, b, bar, shfl, fma in loops(ptx):
+                print(f"    {a:5}-{b:<5} bar {bar:3}  shfl {shfl:3}  fma {fma:4}")
+
+
+if __name__ == "__main__":
+    main()
