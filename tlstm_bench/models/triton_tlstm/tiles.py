@@ -97,11 +97,12 @@ class Menu:
 # 3.6, forward: 128 to 185 a thread where narrow takes 228); results/evidence/cpu/defer_ptx/
 # counts registers and barriers.
 # The "-w1" entries (issue 28, opt-in the same way) run one warp a program where the others run
-# four: a program's sums over its inner width and its layout changes then stay inside one warp
-# (shuffles), with no barrier among warps and no round trip through shared memory. On the H200
-# more warps were slower ("-w8"); a one-location tile has little to share among four. sm_90,
-# Triton 3.6, M = 100 (results/evidence/cpu/warps_ptx/): 2d single's forward step keeps 2 of
-# its 19 bar.sync at 255 registers, no spill; 3d-cn single-acc's 6 of 28 at 211.
+# four: a program's sums over its inner width become shuffles inside one warp, with no barrier
+# among warps; a few layout changes still pass through shared memory. On the H200 more warps
+# were slower ("-w8"); a one-location tile has little to share among four. sm_90, Triton 3.6,
+# M = 100 (results/evidence/cpu/warps_ptx/): 2d single's per-step forward keeps 2 of its 19
+# bar.sync at 255 registers, no spill (the persistent one spills 16 B); 3d-cn single-acc's 6 of
+# 28 at 211.
 MENU = {
     "wide": Menu(16, 16, 32, 64),
     "narrow": Menu(4, 8, 128, 128),
