@@ -230,6 +230,11 @@ def test_prints_the_committed_evidence_at_80_columns(monkeypatch):
     assert all((len(line) <= 80 or len(line.split()) == 1) and "…" not in line for line in lines), \
         max(lines, key=len)
     assert "results/evidence" in lines[0]
+    # the record list: "[n] path:", then its configuration and the rest, every line under it
+    # indented alike (a long configuration broken after its commas, the rest wrapped)
+    listed = lines[next(i for i, line in enumerate(lines) if line.startswith("[1] ")):]
+    listed = listed[:next(i for i, line in enumerate(listed) if not line.startswith(("[", "    ")))]
+    assert len(listed) > 6 and all(re.match(r"\[\d+\]( |$)| {4}\S", line) for line in listed), listed
     # the paper-size memorization at L = 10 ran past 54K on the H100 and stayed at chance
     memo = " ".join(_table_rows(lines)["memorization, L=10"])
     assert "not reproduced" in memo and "158.7K" in memo and "H100" in memo

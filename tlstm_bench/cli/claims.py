@@ -48,11 +48,17 @@ def claims(
                               f"[{numbers[_key(record)]}]"), hanging=4)
     for number, record in enumerate(sources, start=1):
         mark = NOT_CAUSAL if field_value(record, "causal") is False else ""
-        parts = [f"{_config(record, console.width - 4)}{mark} L={int(record['depth'])}",
+        config = _config(record, console.width - 4)
+        parts = [f"{config}{mark} L={int(record['depth'])}",
                  str(field_value(record, "device_name") or field_value(record, "device") or "device unknown"),
                  f"commit {str(field_value(record, 'git_commit') or '-')[:7]}",
                  str(field_value(record, "date") or "")[:10]]
-        say(console, Text(f"[{number}] {record['source']}: {', '.join(p for p in parts if p)}"), hanging=4)
+        head, rest = f"[{number}] {record['source']}:", ", ".join(p for p in parts if p)
+        if "\n" in config:  # broken onto lines of its own, under the path, each as indented as the next
+            say(console, Text(head), hanging=4)
+            say(console, Text("\n".join(f"    {line}" for line in rest.split("\n"))))
+        else:
+            say(console, Text(f"{head} {rest}"), hanging=4)
     if any(field_value(record, "causal") is False for record in sources):
         say(console, f"{NOT_CAUSAL} not causal at this depth (the separability audit): its time counts, as the "
                      "paper's claim names every tLSTM, its 3D tLSTM+LN too; docs/fidelity.md says what the rows "
@@ -82,15 +88,15 @@ def _key(record: dict):
 
 def _config(record: dict, width: int) -> str:
     """The configuration, with an input init recorded before it was a knob of the configuration;
-    one longer than ``width`` broken after its commas onto lines of its own, as a table breaks it
-    (it has no spaces to wrap at)."""
+    one longer than ``width`` broken after its commas into lines (it has no spaces to wrap at),
+    as a table breaks it."""
     legacy = record.get("input_init")
     config = str(record["config"])
     if isinstance(legacy, str) and "input_init" not in config:
         return f"{config} (input_init={legacy})"
     if cell_len(config) <= width:
         return config
-    return "\n" + "\n".join(f"    {line}" for line in broken(Text(config), ",", width).plain.split("\n"))
+    return broken(Text(config), ",", width).plain
 
 
 def claims_table(rows, folder: Path) -> TableView:
