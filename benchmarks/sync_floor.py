@@ -14,9 +14,9 @@ barrier the persistent kernels use (``common.grid_barrier``) and nothing of the 
   each program also reading a slice of weights of its own every step (32 and 128 KB, 4 KB
   blocks summed, independent of the chain as a step's W^h slice is): what the barrier's
   acquire, which invalidates L1, costs a kernel that re-reads its weights from L2 every step;
-* ``launch``: the same step without the barrier, one launch a step (the launch boundary is the
-  barrier: the per-step path), launched from Python one after another (``host``) and captured
-  once as a CUDA graph and replayed (``graph``: what ``triton-graph`` does).
+* ``host`` and ``graph``: the same step without the barrier, one launch a step (the launch
+  boundary is the barrier: the per-step path), launched from Python one after another
+  (``host``) or captured once as a CUDA graph and replayed (``graph``: what ``triton-graph`` does).
 
 Each case is checked, not only timed: its first run from a known state gives exactly the
 values of a host model of the same recurrence (:func:`expected`), so a barrier that let a
@@ -27,8 +27,8 @@ still take away; the floor itself is what only another kind of synchronisation w
     PYTHONPATH=. python3 benchmarks/sync_floor.py --out floor.json    # a GPU: a few seconds
     TRITON_INTERPRET=1 PYTHONPATH=. python3 benchmarks/sync_floor.py --device cpu --out floor.json
 
-``triton_session.py`` runs it last (its ``floor`` group) and packs ``floor.json`` and
-``floor.txt`` into its archive. On a CPU (the interpreter, one program) it checks the flow and
+``triton_session.py`` runs it last (its ``floor`` group): ``floor.json`` in its archive, and a
+``FLOOR:`` line a case at the end of its ``targets.txt``. On a CPU (the interpreter, one program) it checks the flow and
 the arithmetic, not the timings.
 """
 
@@ -53,7 +53,7 @@ TABLE = 1024  # entries of the chained loads' table (4 KB: in L2, and in L1 wher
 CHAINS = (0, 2, 8)
 BLOCK = 1024  # floats of one block of a program's weight slice (4 KB)
 WEIGHT_BLOCKS = (8, 32)  # the slices read every step: 32 and 128 KB (2d at M = 100: ~40 KB; wide 3d-cn: ~113 KB)
-STEPS = {"cuda": 2000, "cpu": 4}  # a persistent launch's steps (a CUDA graph's: a tenth)
+STEPS = {"cuda": 2000, "cpu": 4}  # a persistent launch's steps (one launch a step, host or graph: a tenth on CUDA)
 MIN_ROUNDS, MAX_ROUNDS = 3, 9
 
 try:  # Triton is optional (the `gpu` extra): without it this module imports, and measure() says so
@@ -196,8 +196,13 @@ def measure(device: str, budget_s: float, say=lambda line: None) -> list[dict]:
             case.result = dict(_described(case), error=f"{type(exc).__name__}: {first}"[:300])
     rounds = 0
     while live and rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or time.monotonic() < stop):
-        for case in live:
-            case.samples.append(1000 * timed_ms(case.fn, device) / case.steps)
+        for case in list(live):
+            try:
+                case.samples.append(1000 * timed_ms(case.fn, device) / case.steps)
+            except Exception as exc:  # noqa: BLE001  (as in prepare: that case's error, the others go on)
+                first = (str(exc).strip().splitlines() or [""])[0]
+                case.result = dict(_described(case), error=f"{type(exc).__name__}: {first}"[:300])
+                live.remove(case)
         rounds += 1
     for case in live:
         q1, _, q3 = statistics.quantiles(case.samples, n=4, method="inclusive")
@@ -246,7 +251,7 @@ def compile_for(arch: int) -> list[str]:
             compiled = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=aligned(fn, sig)),
                                       target=GPUTarget("cuda", arch, 32), options={"num_warps": 4})
         except Exception as exc:  # noqa: BLE001  (report every variant, then fail)
-            out.append(f"FAILED {label}: {type(exc).__name__}: {str(exc).strip().splitlines()[:1]}")
+            out.append(f"FAILED {label}: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}")
             continue
         out.append(f"ok {label} {_usage(compiled)}")
     return out
@@ -260,6 +265,14 @@ def main() -> int:
     ap.add_argument("--compile", metavar="ARCHS", help="only compile for these CUDA architectures (x10, "
                     "comma-separated: 80,90), no GPU needed; TRITON_INTERPRET unset")
     args = ap.parse_args()
+    from tlstm_bench.errors import UserError
+    from tlstm_bench.models import require_triton
+
+    try:
+        require_triton("benchmarks/sync_floor.py", instead="")
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.compile:
         os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton 3.9 warns when it is unset
         found = [line for arch in args.compile.split(",") for line in compile_for(int(arch))]
@@ -271,13 +284,7 @@ def main() -> int:
         print("error: benchmarks/sync_floor.py times a GPU; none is available (--device cpu with "
               "TRITON_INTERPRET=1 runs the flow)", file=sys.stderr)
         return 2
-    from tlstm_bench.errors import UserError
-
-    try:
-        results = measure(args.device, args.budget_s, print)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    results = measure(args.device, args.budget_s, print)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     return 0
 
