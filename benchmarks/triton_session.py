@@ -148,6 +148,11 @@ def plan(device: str) -> list[Variant]:
     """Every variant of the three groups, in the order they run."""
     if device == "cpu":
         return dry_run_plan()
+    return _train_plan() + _m100_plan() + _m100_candidates() + _ten_m_plan()
+
+
+def _train_plan() -> list[Variant]:
+    """``train``: an Adam step at the memorization shape, 3d-cn at L = 1 and 10."""
     out = []
     for depth in (1, 10):
         t = dict(batch=15, seq_len=50, train=True)
@@ -156,12 +161,24 @@ def plan(device: str) -> list[Variant]:
         menu = "fold" if depth == 1 else "fold64"
         out += [Variant("train", "3d-cn", depth, menu=menu, persistent=True, precision=p, **t)
                 for p in ("ieee", "tf32x3", "tf32")]
+    return out
+
+
+def _m100_plan() -> list[Variant]:
+    """``m100``'s dispatched presets, the flattened nn.LSTM, the wide tiles and the graphs."""
+    out = []
     for depth in (1, 4, 10):
         out += [Variant("m100", c, depth) for c in PRESETS] + [Variant("m100", "lstm", depth, "nnlstm")]
     out += [Variant("m100", c, 10, menu="wide", persistent=True) for c in ("3d", "3d-ln")]
     out += [Variant("m100", "3d-cn", 10, menu="wide", persistent=True, precision=p) for p in ("ieee", "tf32x3", "tf32")]
     out += [Variant("m100", c, depth, "triton-graph", persistent=path) for depth in (1, 10) for c in ("2d", "3d-cn")
             for path in (None, False)]  # the dispatched path, and per step forced
+    return out
+
+
+def _m100_candidates() -> list[Variant]:
+    """``m100``'s opt-in tile sets, each a question about where a step's time goes."""
+    out = []
     # 2D with its window loops unrolled (Kd = 3: whole), with and without the graph: the 2d
     # L = 10 target if the serial load chain of each window entry is what a step waits for.
     out += [Variant("m100", "2d", d, menu="single-u3", persistent=True) for d in (1, 10)]
@@ -204,6 +221,12 @@ def plan(device: str) -> list[Variant]:
     # beside its grid-barrier twin above; last, so they cannot displace what was planned before.
     out += [Variant("m100", "2d", 10, menu="single-u3-flags", persistent=True),
             Variant("m100", "3d-cn", 10, menu="mid-u3-flags", persistent=True)]
+    return out
+
+
+def _ten_m_plan() -> list[Variant]:
+    """``10m``: the Wikipedia size, 2d and 3d-cn against sLSTM cudnn."""
+    out = []
     for depth in (1, 10):
         out += [Variant("10m", c, depth, channels=None, budget="10M") for c in ("2d", "3d-cn")]
         out += [Variant("10m", "slstm", depth, "cudnn", channels=None, budget="10M")]
