@@ -142,7 +142,7 @@ def prepare(case: Case, device: str) -> None:
     buf = torch.from_numpy(start.copy()).to(device)
     tab = torch.from_numpy(table()).to(device)
     w = torch.zeros(max(case.programs * case.weights * BLOCK, 1), dtype=torch.float32, device=device)
-    sem = torch.zeros(1, dtype=torch.int32, device=device).view(torch.uint32)
+    sem = launch._semaphore(torch.device(device))  # the persistent kernels' zeroed uint32 counter
     grid = (case.programs,)
     consts = dict(CHAIN=case.chain, TABLE_SIZE=TABLE, WEIGHTS=case.weights, BLOCK_SIZE=BLOCK, num_warps=4)
     if case.mode == "persistent":
