@@ -37,6 +37,8 @@ Lr = Annotated[float, typer.Option(help="Adam learning rate.")]
 LrWarmup = Annotated[Optional[str], typer.Option(help="Warm-up to --lr (the paper has none): linear:N rises from 0 over "
                                                       "N samples, linear:N:START from START, step:N:START holds START "
                                                       "for N samples (docs/tasks.md).")]
+ClipGradNorm = Annotated[Optional[float], typer.Option(help="Clip the gradient's total norm to this before each "
+                                                           "Adam step (the paper states none; recorded).")]
 Seed = Annotated[int, typer.Option(help="Seed of the model and of the training data order.")]
 Device = Annotated[str, typer.Option(help=f"{DEVICES}.")]
 Threads = Annotated[Optional[int], typer.Option(help="CPU threads for torch (default: every core; waiting threads "
@@ -74,7 +76,8 @@ def train(
     task: Task = None, depth: Depth = 1, budget: Budget = None, channels: Channels = None, preset: Preset = None,
     max_samples: MaxSamples = None, epochs: Epochs = None, batch_size: BatchSize = None, eval_every: EvalEvery = None,
     patience: Patience = None, early_stopping: EarlyStopping = False,
-    no_early_stopping: NoEarlyStopping = False, lr: Lr = LEARNING_RATE, lr_warmup: LrWarmup = None, seed: Seed = 0,
+    no_early_stopping: NoEarlyStopping = False, lr: Lr = LEARNING_RATE, lr_warmup: LrWarmup = None,
+    clip_grad_norm: ClipGradNorm = None, seed: Seed = 0,
     device: Device = "cpu", threads: Threads = None, checkpoint_dir: CheckpointDir = None,
     checkpoint_every: CheckpointEvery = None, keep_checkpoints: KeepCheckpoints = False,
     time_limit: TimeLimit = None, data_dir: DataDir = None,
@@ -102,7 +105,7 @@ def train(
         config, depth, task=task, preset=preset, channels=channels, budget=budget, max_samples=max_samples,
         epochs=epochs, batch_size=batch_size, eval_every=eval_every, patience=patience,
         early_stopping=True if early_stopping else (False if no_early_stopping else None), lr=lr, lr_warmup=lr_warmup,
-        seed=seed, device=device, implementation=implementation,
+        clip_grad_norm=clip_grad_norm, seed=seed, device=device, implementation=implementation,
         precision=precision, threads=threads, data_dir=data_dir, checkpoint_dir=checkpoint_dir,
         checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, time_limit_s=time_limit,
         task_options={"digits": digits, "symbols": symbols, "alphabet": alphabet, "seq_len": seq_len,

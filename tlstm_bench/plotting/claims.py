@@ -66,13 +66,14 @@ class ClaimRow:
     status: str
     best: str                    # the best measured, or how far it got; "-" when nothing matches
     record: dict | None = None   # the record it comes from (its source, device, commit ...)
-    aside: "ClaimRow | None" = None  # a better record at a learning rate or warm-up not the paper's
+    aside: "ClaimRow | None" = None  # a better record at a learning rate, warm-up or clip not the paper's
 
 
 # What a training claim's aside may differ in from the paper's settings: the learning rate and its
-# warm-up, which the paper states ("Adam with a learning rate of 0.001", no schedule). Everything
-# else (task, model, M, batch, test set) stays the claim's.
-SCHEDULE = ("lr", "lr_warmup")
+# warm-up, which the paper states ("Adam with a learning rate of 0.001", no schedule), and a clip
+# of the gradient's norm, which it does not mention (so a clipped run is shown, not counted).
+# Everything else (task, model, M, batch, test set) stays the claim's.
+SCHEDULE = ("lr", "lr_warmup", "clip_grad_norm")
 
 
 def _paper_cell(table: str, row: str, column: str) -> str:
@@ -172,9 +173,9 @@ def _partition(claim: Claim, frame: pd.DataFrame) -> tuple[list[dict], list[dict
     """(at the paper's settings, at another schedule): the train records of the claim's task,
     model and depth tested on the paper's whole test set (:func:`whole_test_set`), with the rest of
     the claim's settings, as dicts; the first without a learning-rate warm-up (``lr_warmup``: not
-    the paper's setting, which trains at its lr from the first step) and at the paper's lr, the
-    second at another learning rate or with a warm-up (:data:`SCHEDULE`; a record that does not
-    say its lr is in neither)."""
+    the paper's setting, which trains at its lr from the first step) or a gradient clip
+    (``clip_grad_norm``) and at the paper's lr, the second at another learning rate or with a
+    warm-up or a clip (:data:`SCHEDULE`; a record that does not say its lr is in neither)."""
     rows = frame[(frame["kind"] == "train") & (frame["task"] == claim.task) & (frame["depth"] == claim.depth)
                  & (frame["config"].map(_base) == THE_MODEL)]
     papers, others = [], []
@@ -185,7 +186,8 @@ def _partition(claim: Claim, frame: pd.DataFrame) -> tuple[list[dict], list[dict
         if not (all(options.get(k) == v for k, v in claim.match.get("task_options", {}).items()) and all(
                 _same(record.get(k), v) for k, v in claim.match.items() if k not in ("task_options", *SCHEDULE))):
             continue
-        if field_value(record, "lr_warmup") is None and _same(record.get("lr"), claim.match.get("lr", PAPER_LR)):
+        if (field_value(record, "lr_warmup") is None and field_value(record, "clip_grad_norm") is None
+                and _same(record.get("lr"), claim.match.get("lr", PAPER_LR))):
             papers.append(record)
         elif field_value(record, "lr") is not None:
             others.append(record)
@@ -193,9 +195,11 @@ def _partition(claim: Claim, frame: pd.DataFrame) -> tuple[list[dict], list[dict
 
 
 def schedule_text(record: dict) -> str:
-    """``lr 0.0001``, ``lr 0.001 after warm-up linear:30000``: what an aside's record ran at."""
-    warmup = field_value(record, "lr_warmup")
-    return f"lr {field_value(record, 'lr'):g}" + (f" after warm-up {warmup}" if warmup else "")
+    """``lr 0.0001``, ``lr 0.001 after warm-up linear:30000``, ``lr 0.001, clip 1``: what an aside's
+    record ran at."""
+    warmup, clip = field_value(record, "lr_warmup"), field_value(record, "clip_grad_norm")
+    return (f"lr {field_value(record, 'lr'):g}" + (f" after warm-up {warmup}" if warmup else "")
+            + (f", clip {clip:g}" if clip else ""))
 
 
 def _judged(claim: Claim, frame: pd.DataFrame, judge) -> ClaimRow:

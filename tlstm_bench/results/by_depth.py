@@ -151,7 +151,8 @@ def _table(collection: str, rows: pd.DataFrame) -> TableView:
 
 # A training row's own columns, shown only where the table's rows differ in them: records that
 # differ in one of these are not seeds of one run.
-_TRAIN_LABELS = (("options", "_options"), ("size", "_size"), ("lr", "lr"), ("warm-up", "lr_warmup"))
+_TRAIN_LABELS = (("options", "_options"), ("size", "_size"), ("lr", "lr"), ("warm-up", "lr_warmup"),
+                 ("clip", "clip_grad_norm"))
 
 
 def _options(value) -> str:
@@ -167,7 +168,7 @@ def _train_table(collection: str, task: str, rows: pd.DataFrame) -> TableView:
     most samples a seed ran. What the task's figure draws, as numbers."""
     missing = pd.Series(None, index=rows.index, dtype=object)
     rows = rows.assign(_size=size_names(rows), _options=rows.get("task_options", missing).map(_options),
-                       lr_warmup=rows.get("lr_warmup", missing))
+                       lr_warmup=rows.get("lr_warmup", missing), clip_grad_norm=rows.get("clip_grad_norm", missing))
     depths = sorted({int(d) for d in rows["depth"]})
     shown = [(header, column) for header, column in _TRAIN_LABELS
              if column in rows and rows[column].nunique(dropna=False) > 1]

@@ -96,6 +96,7 @@ class Train(TypedDict, total=False):
     batch_size: int
     lr: float
     lr_warmup: Optional[str]     # how the lr rose to lr (warmup.py: linear:20000, ...); null: none, the paper's
+    clip_grad_norm: Optional[float]  # the gradient's total norm clipped to this before each step; null: none
     forget_bias: float
     max_samples: Optional[int]
     epochs: Optional[int]
@@ -164,13 +165,14 @@ def versioned_id(key: str, code_version: str) -> str:
 
 def record_key(record: dict) -> str:
     """The key of a record without one: a hash of the fields that determine its result. A
-    ``precision`` other than ieee, and a learning-rate warm-up, enter it too (without them it is
-    the key it was before those fields existed)."""
+    ``precision`` other than ieee, a learning-rate warm-up and a gradient clip enter it too
+    (without them it is the key it was before those fields existed)."""
     key = stable_hash({name: record.get(name) for name in KEY_FIELDS.get(record.get("kind"), ())})
     if record.get("precision") not in (None, "ieee"):
         key = stable_hash({"key": key, "precision": record["precision"]})
-    if record.get("lr_warmup") is not None:
-        key = stable_hash({"key": key, "lr_warmup": record["lr_warmup"]})
+    for name in ("lr_warmup", "clip_grad_norm"):
+        if record.get(name) is not None:
+            key = stable_hash({"key": key, name: record[name]})
     return key
 
 

@@ -32,7 +32,8 @@ DEFAULT_COLUMNS = {
 }
 HEADERS = {"depth": "L", "implementation": "impl", "channels": "M", "ms_per_step": "ms/step", "ms_iqr": "IQR",
            "samples_to_solve": "solved at", "test_metric": "test", "valid_metric": "valid",
-           "test_by_position": "% by answer", "lr_warmup": "warm-up"}
+           "test_by_position": "% by answer", "lr_warmup": "warm-up",
+           "clip_grad_norm": "clip"}
 
 NOT_CAUSAL = "†"
 UNKNOWN_CAUSAL = "?"
@@ -328,7 +329,8 @@ def records_caption(rows: pd.DataFrame) -> list[str]:
     """What every row shares, in parts each kept on one line where it fits: the settings, each
     device with its torch version (``;`` between devices), the code version."""
     settings = (_common(rows, "seq_len", "T={}") + _common(rows, "preset", "preset {}")
-                + _common(rows, "lr", "lr {}") + _common(rows, "lr_warmup", "warm-up {}"))
+                + _common(rows, "lr", "lr {}") + _common(rows, "lr_warmup", "warm-up {}")
+                + _common(rows, "clip_grad_norm", "clip {}"))
     unique = rows[["device_name", "device", "torch_version"]].drop_duplicates()
     devices = []
     for name, device, torch_version in unique.itertuples(index=False):
@@ -363,7 +365,7 @@ def build_view(frame: pd.DataFrame, *, columns: "list[str] | None" = None, wide:
             shown = present_columns(rows)
         else:
             shown = [c for c in default_columns(kind) if c in rows.columns]
-            for column in ("lr_warmup", "lr"):  # two lrs or warm-ups: not two seeds of one run
+            for column in ("clip_grad_norm", "lr_warmup", "lr"):  # two lrs, ...: not two seeds of one run
                 if column in rows and rows[column].nunique(dropna=False) > 1 and "seed" in shown:
                     shown.insert(shown.index("seed") + 1, column)
         what = f"{kind} records" + (f", task {task}" if task not in (kind, "runtime") else "")

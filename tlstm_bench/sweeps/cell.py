@@ -55,7 +55,7 @@ def execute(spec: dict, *, checkpoint_dir: "Path | None" = None, group_dir: "Pat
     from ..training import TrainSettings, train
 
     given = {k: spec[k] for k in ("preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping",
-                                  "time_limit_s", "precision", "lr", "lr_warmup") if k in spec}
+                                  "time_limit_s", "precision", "lr", "lr_warmup", "clip_grad_norm") if k in spec}
     return train(TrainSettings(spec["config"], spec["depth"], task=spec["task"], **size, seed=spec["seed"],
                                device=spec["device"], checkpoint_dir=checkpoint_dir, **given,
                                task_options=spec.get("options", {})))

@@ -49,6 +49,8 @@ class Cell:
             extra += f" lr={s['lr']:g}"
         if s.get("lr_warmup") is not None:
             extra += f" warmup={s['lr_warmup']}"
+        if s.get("clip_grad_norm") is not None:
+            extra += f" clip={s['clip_grad_norm']:g}"
         what = s["kind"] if s["task"] == s["kind"] else f"{s['kind']} {s['task']}"  # not "runtime runtime"
         return f"{what} {s['config']} L={s['depth']} seed={s['seed']} {size}{extra}"
 

@@ -137,7 +137,8 @@ def _settings_text(s: dict) -> str:
              given.get("batch_size") and f"batch {given['batch_size']}",
              given.get("early_stopping") is not None and f"early_stopping={given['early_stopping']}",
              given.get("lr") is not None and f"lr={given['lr']:g}",
-             given.get("lr_warmup") is not None and f"warm-up {given['lr_warmup']}"]
+             given.get("lr_warmup") is not None and f"warm-up {given['lr_warmup']}",
+             given.get("clip_grad_norm") is not None and f"clip {given['clip_grad_norm']:g}"]
     return ", ".join([p for p in parts if p] + [f"{k}={v}" for k, v in s.get("options", {}).items()])
 
 

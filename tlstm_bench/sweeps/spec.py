@@ -24,6 +24,7 @@ override ``configs``, ``depths``, ``seeds``, ``budget``/``channels`` and ``timeo
                                      # a list of them, [1e-3, 1e-4]: one cell each
     lr_warmup = "linear:20000"       # optional: a warm-up to lr (train --lr-warmup), or a list
                                      # of them crossed with lr; "none" for none (the default)
+    clip_grad_norm = 1.0             # optional: clip the gradient's norm to this (train --clip-grad-norm)
     time_limit_s = 480               # optional: each cell stops training after this, keeping its record
     early_stopping = false           # optional: stop early on valid (default: the preset's)
     options = { symbols = 20 }       # task options, passed on to train()
@@ -85,7 +86,7 @@ MAX_CELLS = 10_000
 _GRID_KEYS = ("configs", "depths", "seeds", "budget", "channels", "timeout_s")
 _TOP_KEYS = {"description", "task", "device", *_GRID_KEYS, "train", "runtime"}
 _TRAIN_KEYS = {"preset", "max_samples", "epochs", "batch_size", "eval_every", "early_stopping", "options",
-               "time_limit_s", "precision", "lr", "lr_warmup", *_GRID_KEYS}
+               "time_limit_s", "precision", "lr", "lr_warmup", "clip_grad_norm", *_GRID_KEYS}
 _RUNTIME_KEYS = {"seq_len", "repeats", "warmup", "implementations", "threads", "dtype", "vocab",
                  "input_size", "output_size", "precision", *_GRID_KEYS}
 
@@ -319,6 +320,12 @@ def _train_settings(check: _Checker, table: dict, top: dict, check_values: bool)
         settings["lr"] = _learning_rates(check, table["lr"])
     if "lr_warmup" in table:  # as lr; a cell's spec names one only when it is not "none"
         settings["lr_warmup"] = _warmups(check, table["lr_warmup"])
+    if "clip_grad_norm" in table:  # as lr: in a cell's spec (and key) only when given
+        try:
+            settings["clip_grad_norm"] = checks.number(table["clip_grad_norm"], "clip_grad_norm")
+        except UserError:
+            raise check.error("train.clip_grad_norm", "must be a positive number, the gradient norm to clip to "
+                              "(like 1.0)", table["clip_grad_norm"]) from None
     if "early_stopping" in table:
         if not isinstance(table["early_stopping"], bool):
             raise check.error("train.early_stopping", "must be true or false", table["early_stopping"])

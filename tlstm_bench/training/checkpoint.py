@@ -48,6 +48,8 @@ class Counters:
     stop_reason: str | None = None     # max_samples | epochs | time_limit | deadline | solved | early_stopping
     loss_sum: float = 0.0              # training loss summed since the last evaluation
     loss_count: int = 0                # ... over this many steps
+    clipped: int = 0                   # clip_grad_norm: steps clipped since the last evaluation
+    norm_sum: float = 0.0              # ... and their gradients' norms (before the clip), summed
 
 
 @dataclass

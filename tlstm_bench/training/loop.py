@@ -116,15 +116,17 @@ NO_METRICS = {"valid_metric": None, "test_metric": None, "sequence_accuracy": No
 EXTENDABLE = ("max_samples", "epochs", "time_limit", "deadline")
 
 # What a checkpoint must match to be resumed (a subset of the record's identity); a warm-up
-# (``lr_warmup``) too when the run has one, so that the checkpoints of runs without one still fit.
+# (``lr_warmup``) and a gradient clip (``clip_grad_norm``) too when the run has one, so that the
+# checkpoints of runs without them still fit.
 CHECKPOINT_KEY = ("config", "task", "task_options", "depth", "channels", "batch_size", "seed", "lr")
+CHECKPOINT_KEY_WHEN_SET = ("lr_warmup", "clip_grad_norm")
 
 
 def checkpoint_key(record: dict) -> dict:
-    """What of a run's identity its checkpoint must match (:data:`CHECKPOINT_KEY`, and the warm-up)."""
+    """What of a run's identity its checkpoint must match (:data:`CHECKPOINT_KEY`, and the warm-up
+    and the clip when set)."""
     key = {k: record[k] for k in CHECKPOINT_KEY}
-    if record.get("lr_warmup") is not None:
-        key["lr_warmup"] = record["lr_warmup"]
+    key.update({k: record[k] for k in CHECKPOINT_KEY_WHEN_SET if record.get(k) is not None})
     return key
 
 
@@ -140,7 +142,8 @@ def _identity(model, task: Task, s: TrainSettings, device: torch.device) -> dict
         "channels": model.channels, "tensor_size": model.tensor_size,
         "params": sum(p.numel() for p in model.parameters()), "budget": s.budget,
         "task_options": task.options(), "task_info": task.describe(), "metric": task.metric,
-        "batch_size": s.batch_size, "lr": s.lr, "lr_warmup": s.lr_warmup, "forget_bias": task.forget_bias,
+        "batch_size": s.batch_size, "lr": s.lr, "lr_warmup": s.lr_warmup, "clip_grad_norm": s.clip_grad_norm,
+        "forget_bias": task.forget_bias,
         "max_samples": s.max_samples, "epochs": s.epochs, "eval_every": s.eval_every,
         "patience": s.patience if s.early_stopping else None,
         "early_stopping": s.early_stopping if not task.online else None, "sample_unit": task.sample_unit,
@@ -148,7 +151,8 @@ def _identity(model, task: Task, s: TrainSettings, device: torch.device) -> dict
         "init": model.arch.init, "time_limit_s": s.time_limit_s,
     }
     # The initialisation knobs are in the config string (and so in the key); the time limit is not.
-    # The precision and the warm-up are in every record, in the key only when not the default (record_key).
+    # The precision, the warm-up and the clip are in every record, in the key only when not the
+    # default (record_key).
     head["precision"] = s.precision
     head["key"] = record_key(head)
     head["id"] = versioned_id(head["key"], code_version())
@@ -215,7 +219,7 @@ class Trainer:
             return
         if saved["key"] != self.state.key:
             other, mine = saved["key"], self.state.key
-            differ = [f"its {name} {other.get(name)}, not {mine.get(name)}" for name in ("lr", "lr_warmup")
+            differ = [f"its {name} {other.get(name)}, not {mine.get(name)}" for name in ("lr", *CHECKPOINT_KEY_WHEN_SET)
                       if other.get(name) != mine.get(name)]
             raise UserError(f"checkpoint {self.path} belongs to another run ({other['config']}, {other['task']}, "
                             f"L={other['depth']}, seed {other['seed']}" + "".join(f"; {d}" for d in differ)
@@ -273,6 +277,8 @@ class Trainer:
             rate = self.warmup.rate(self.settings.lr, c.samples)
             for group in st.optimizer.param_groups:
                 group["lr"] = rate
+        if self.settings.clip_grad_norm is not None:
+            self._clip()
         st.optimizer.step()
         if task.stateful:
             st.carried = _detach(new_state)  # truncated BPTT: the state goes on, the graph does not
@@ -282,13 +288,24 @@ class Trainer:
         c.loss_count += 1
         return value
 
+    def _clip(self) -> None:
+        """Clip the gradient's total norm to ``clip_grad_norm``; count the steps it clipped and sum
+        the norms before the clip, for the next evaluation's history entry."""
+        limit, c = self.settings.clip_grad_norm, self.counters
+        norm = float(torch.nn.utils.clip_grad_norm_(self.state.model.parameters(), limit))
+        c.clipped += norm > limit
+        c.norm_sum += norm
+
     def evaluate(self) -> dict:
         """Evaluate now; update best / solved / early stopping. Returns the result dict."""
         c, s, task, st = self.counters, self.settings, self.task, self.state
         result = task.evaluate(st.model, "test" if task.online else "valid", device=self.device)
-        train_loss = c.loss_sum / c.loss_count if c.loss_count else None
-        c.loss_sum, c.loss_count = 0.0, 0
-        c.history.append({"samples": c.samples, "step": c.step, "train_loss": train_loss, **result})
+        mean = (lambda total: total / c.loss_count) if c.loss_count else (lambda total: None)
+        entry = {"samples": c.samples, "step": c.step, "train_loss": mean(c.loss_sum)}
+        if s.clip_grad_norm is not None:  # how the clip acted since the last evaluation
+            entry.update(clipped=mean(c.clipped), grad_norm=mean(c.norm_sum))
+        c.loss_sum, c.loss_count, c.clipped, c.norm_sum = 0.0, 0, 0, 0.0
+        c.history.append({**entry, **result})
         c.last_eval = c.samples
         if task.online:
             if result["metric"] >= 1.0 and c.samples_to_solve is None:

@@ -46,6 +46,9 @@ class TrainSettings:
         lr_warmup: how the learning rate rises to ``lr``, as :mod:`tlstm_bench.warmup` writes it
             (``linear:20000``, ``step:96000:1e-4``); None: ``lr`` from the first step, as the
             paper trains. Recorded, and in the run's key only when set.
+        clip_grad_norm: clip the gradient's total norm (over every parameter) to this before
+            each Adam step (None: no clipping; the paper states none, docs/fidelity.md row 13).
+            Recorded, with how often it clipped; in the run's key only when set.
         device: ``cpu``, ``cuda`` or ``cuda:N``. implementation: the sequence loop (None: the
             model's default). threads: CPU threads for torch (process-wide).
         data_dir: where enwik8 / MNIST files are. checkpoint_dir: where to checkpoint and
@@ -82,6 +85,7 @@ class TrainSettings:
     early_stopping: bool | None = None
     lr: float = LEARNING_RATE
     lr_warmup: str | None = None
+    clip_grad_norm: float | None = None
     seed: int = 0
     device: str = "cpu"
     implementation: str | None = None
@@ -110,6 +114,8 @@ class TrainSettings:
             raise UserError("--keep-checkpoints keeps the checkpoints of --checkpoint-dir; give --checkpoint-dir too")
         object.__setattr__(self, "lr", checks.number(self.lr, "--lr"))
         object.__setattr__(self, "lr_warmup", canonical_warmup(self.lr_warmup))
+        if self.clip_grad_norm is not None:
+            object.__setattr__(self, "clip_grad_norm", checks.number(self.clip_grad_norm, "--clip-grad-norm"))
         if self.threads is not None:
             checks.threads(self.threads)
         parse_device(self.device)
