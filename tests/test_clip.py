@@ -82,6 +82,15 @@ def test_a_clip_that_acts_changes_the_run_and_the_history_says_how_often(tmp_pat
     assert all(h["grad_norm"] > 0.05 for h in clipped["history"])  # the norm before the clip
 
 
+def test_the_progress_line_says_how_often_the_clip_acted():
+    clipped, plain = trainer(clip_grad_norm=0.05), trainer()
+    for run_ in (clipped, plain):
+        for _ in range(4):
+            run_.step()
+        run_.evaluate()
+    assert clipped._metric_text().endswith("clipped 100%") and "clipped" not in plain._metric_text()
+
+
 @pytest.mark.parametrize("implementation", ["eager", "fast"])
 def test_the_clipped_run_is_the_same_whatever_the_sequence_loop(implementation):
     reference = trainer(clip_grad_norm=0.05, implementation="reference")

@@ -385,8 +385,9 @@ class Trainer:
     def _metric_text(self) -> str:
         if not self.counters.history:
             return ""
-        split = "test" if self.task.online else "valid"
-        return f"  {split} {self.task.metric} {metric_text(self.task.metric, self.counters.history[-1]['metric'])}"
+        split, last = "test" if self.task.online else "valid", self.counters.history[-1]
+        clipped = f"  clipped {last['clipped']:.0%}" if last.get("clipped") is not None else ""
+        return f"  {split} {self.task.metric} {metric_text(self.task.metric, last['metric'])}{clipped}"
 
     def finish(self) -> dict:
         """The final evaluation (the last state for online tasks, the best on valid otherwise),
