@@ -4,7 +4,8 @@ gradient's median at the measured checkpoints (lr-long.jsonl), against the train
 DEPTH 7 (the default): figures/paper-size-L7-lr-switch.png, the L = 7 run and its checkpoints at 48,000
 and 96,000 (runs c7lr4, c7sw2, c7sw3); 10: figures/paper-size-L10-lr-switch.png, the L = 10 run at lr
 1e-4 again (seventeenth and eighteenth sessions), its checkpoints at 61,710 and 76,500 resumed at 1e-3
-and the one at 76,500 at 3e-4 (runs c10lr4b, c10sw1, c10sw2, c10sw3)."""
+and the one at 76,500 at 3e-4 (runs c10lr4b, c10sw1, c10sw2, c10sw3), and at 1e-3 with the gradient's
+norm clipped to 10 (nineteenth: c10clip; clip_probe.py)."""
 import json
 import sys
 from pathlib import Path
@@ -35,10 +36,12 @@ FIGURES = {  # depth: (runs, the lr 1e-4 run's name, title); runs: name in lr-lo
           "c10sw2": (PROBES / "paper-memorization-3d-cn-init5-L10-s0-lr1e-4-then-1e-3-from76500.json",
                      "lr 1e-4, then 1e-3 from 76,500", "tab:pink", 76_500),
           "c10sw3": (PROBES / "paper-memorization-3d-cn-init5-L10-s0-lr1e-4-then-3e-4-from76500.json",
-                     "lr 1e-4, then 3e-4 from 76,500", "tab:cyan", 76_500)},
+                     "lr 1e-4, then 3e-4 from 76,500", "tab:cyan", 76_500),
+          "c10clip": (PROBES / "paper-memorization-3d-cn-init5-L10-s0-lr1e-4-then-1e-3-clip10-from76500.json",
+                      "lr 1e-4, then 1e-3 clipped at 10 from 76,500", "tab:purple", 76_500)},
          "c10lr4b",
          "Memorization, 3D tLSTM+CN, L = 10, the five knobs, seed 0 (20 of 64 symbols, M = 100, batch 15):\n"
-         "lr 1e-4, its checkpoints at 61,710 and 76,500 resumed at the paper's lr 1e-3, and at 76,500 at 3e-4 "
+         "lr 1e-4, its checkpoints resumed at the paper's lr 1e-3 (at 76,500 also clipped at 10) and at 3e-4 "
          "(Intel Xeon, 1 thread)"),
 }
 
