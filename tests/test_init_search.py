@@ -85,13 +85,16 @@ def test_the_issue_29_call_resumes_the_deepest_carried_run_and_says_when_there_i
     assert done.returncode == 0, done.stderr
     (resumed,) = [c for c in calls if c.startswith("l10-lr1e-4-on ")]
     assert " -L 10 --lr 1e-4 " in resumed and "--checkpoint-dir results/carry/l10-lr1e-4" in resumed
-    assert sorted(c.split()[0] for c in calls) == ["l10-lr1e-4-on", "memorization-lr", "memorization-warmup"]
+    assert sorted(c.split()[0] for c in calls) == ["l10-lr1e-4-on", "memorization-clip", "memorization-lr",
+                                                   "memorization-warmup"]
     done, calls = _issue29_call(tmp_path / "l7", "results/carry/l7-lr1e-4")
     assert any(c.startswith("l7-lr1e-4-on ") and " -L 7 --lr 1e-4 " in c for c in calls)
     done, calls = _issue29_call(tmp_path / "none")
-    assert done.returncode == 0 and "the sweeps run alone" in done.stdout and len(calls) == 2
+    assert done.returncode == 0 and "the sweeps run alone" in done.stdout and len(calls) == 3
     done, calls = _issue29_call(tmp_path / "bad", env={"ISSUE29_CARRY": "results/carry/somewhere"})
-    assert done.returncode == 2 and "nothing resumed" in done.stderr and len(calls) == 2
+    assert done.returncode == 2 and "nothing resumed" in done.stderr and len(calls) == 3
+    done, calls = _issue29_call(tmp_path / "noclip", env={"ISSUE29_CLIP": "0"})
+    assert "memorization-clip" not in " ".join(calls) and len(calls) == 2
 
 
 def test_default_cells_and_runs_keep_the_keys_they_had_before_the_knobs():
