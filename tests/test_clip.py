@@ -14,7 +14,7 @@ from tlstm_bench.cli import app
 from tlstm_bench.errors import UserError
 from tlstm_bench.results.schema import record_key
 from tlstm_bench.training import TrainSettings, Trainer, checkpoint_path, train
-from tlstm_bench.training.checkpoint import load_checkpoint
+from tlstm_bench.training.checkpoint import load_checkpoint, save_checkpoint
 
 torch.set_num_threads(1)
 
@@ -162,3 +162,33 @@ def test_claims_show_a_clipped_run_aside_and_never_count_it():
     papers, others = _partition(claim, frame)
     assert len(papers) == 1 and len(others) == 1 and others[0]["clip_grad_norm"] == 1.0
     assert schedule_text(others[0]) == "lr 0.001, clip 1"
+
+
+def test_a_checkpoint_from_before_the_clip_counters_resumes_as_it_would_have(tmp_path):
+    """Checkpoints written before ``clipped`` and ``norm_sum`` existed (the committed
+    results/carry/ one among them) lack them; they resume, to the same parameters."""
+    run(max_samples=60, checkpoint_dir=tmp_path / "old")
+    run(max_samples=60, checkpoint_dir=tmp_path / "new")
+    saved = load_checkpoint(checkpoint_path(tmp_path / "old"))
+    for name in ("clipped", "norm_sum"):
+        del saved["counters"][name]
+    save_checkpoint(checkpoint_path(tmp_path / "old"), saved)
+    old = run(max_samples=120, checkpoint_dir=tmp_path / "old")
+    new = run(max_samples=120, checkpoint_dir=tmp_path / "new")
+    assert old["resumed_at"] == new["resumed_at"] == [60]
+    for name, value in params(tmp_path / "new").items():
+        assert torch.equal(value, params(tmp_path / "old")[name]), name
+
+
+@pytest.mark.parametrize("change", ["an unknown counter", "a counter missing"])
+def test_a_checkpoint_of_another_format_is_still_refused_in_one_line(tmp_path, change):
+    run(max_samples=60, checkpoint_dir=tmp_path)
+    saved = load_checkpoint(checkpoint_path(tmp_path))
+    if change == "an unknown counter":
+        saved["counters"]["later"] = 1
+    else:
+        del saved["counters"]["samples"]
+    save_checkpoint(checkpoint_path(tmp_path), saved)
+    with pytest.raises(UserError, match="not in the format this version of tlstm-bench writes") as caught:
+        run(max_samples=120, checkpoint_dir=tmp_path)
+    assert "\n" not in str(caught.value)

@@ -52,6 +52,11 @@ class Counters:
     norm_sum: float = 0.0              # ... and their gradients' norms (before the clip), summed
 
 
+# Counters added after checkpoints were first written: a checkpoint from before one existed lacks
+# it and still resumes (restore fills in its default). Its run had no clip, so they are zero.
+ADDED_COUNTERS = ("clipped", "norm_sum")
+
+
 @dataclass
 class RunState:
     """Exactly what a checkpoint holds (with torch's random state, which is global)."""
@@ -116,7 +121,7 @@ def load_checkpoint(path: Path) -> dict | None:
         raise UserError(f"checkpoint {path} is corrupt ({type(exc).__name__}); delete it to start over") from None
     counters = {f.name for f in fields(Counters)}
     if (not isinstance(saved, dict) or set(saved) != set(ENTRIES) or not isinstance(saved["counters"], dict)
-            or set(saved["counters"]) != counters):
+            or not counters - set(ADDED_COUNTERS) <= set(saved["counters"]) <= counters):
         raise UserError(f"checkpoint {path} is not in the format this version of tlstm-bench writes; "
                         "delete it to start over")
     return saved
