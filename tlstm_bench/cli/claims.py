@@ -40,7 +40,7 @@ def claims(
     numbers = _numbers(sources)
     asides = [row for row in rows if row.aside is not None]
     if asides:
-        say(console, "Not counted, at a learning rate or warm-up the paper does not state (the rest of its "
+        say(console, "Not counted, at a learning rate, warm-up or gradient clip the paper does not state (the rest of its "
                      "settings the same), and better than the row's:")
         for row in asides:
             record = row.aside.record

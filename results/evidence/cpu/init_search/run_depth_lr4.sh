@@ -1,8 +1,9 @@
 #!/bin/bash
 # run_depth_lr4.sh L TIME_LIMIT [LOG]: the five knobs at depth L, lr 1e-4, the paper's size, seed 0, from
 # the start or on from its checkpoint, toward the memorization-lr cell's cap of 172,500 samples, on one
-# thread, a checkpoint every 1,500 samples. L = 10 keeps its checkpoint in results/carry/l10-lr1e-4/
-# (committed: issue 29's device call resumes it); the others in /tmp/s17/lL/C. Seventeenth session
+# thread, a checkpoint every 1,500 samples. L = 10 kept its checkpoint in results/carry/l10-lr1e-4/
+# (committed for issue 29's device call until the run solved at 150,000, nineteenth; then taken out);
+# the others in /tmp/s17/lL/C. Seventeenth session
 # (2026-12-07): run from a snapshot of 0fe3db7 in /tmp/s17/src (git archive of that commit).
 # A new machine lacks the snapshot: it is made again from the commit (the checkout at /work/main).
 [[ -d /tmp/s17/src ]] || { mkdir -p /tmp/s17 && git -C /work/main archive --prefix=src/ 0fe3db7 | tar -x -C /tmp/s17; }
