@@ -12,21 +12,13 @@ from typer.testing import CliRunner
 from tlstm_bench.cli import app
 from tlstm_bench.errors import UserError
 from tlstm_bench.results.schema import record_key
-from tlstm_bench.training import TrainSettings, Trainer, checkpoint_path, train
+from tlstm_bench.training import TrainSettings, Trainer, checkpoint_path
 from tlstm_bench.training.checkpoint import load_checkpoint, save_checkpoint
 from tlstm_bench.warmup import Warmup, canonical_warmup, parse_warmup
 
+from train_helpers import BASE, params, run
+
 torch.set_num_threads(1)
-
-BASE = dict(task="memorization", symbols=3, depth=2, channels=6, eval_every=60, progress=False, seed=1)
-
-
-def run(**kwargs):
-    return train("2d", **{**BASE, **kwargs})
-
-
-def params(folder):
-    return torch.load(checkpoint_path(folder), weights_only=True)["model"]
 
 
 # ---- the grammar ---------------------------------------------------------------------
