@@ -8,7 +8,7 @@
 #   memorization-warmup.tar.gz   the memorization-warmup sweep: L = 10 at lr 1e-3 after a linear
 #                                warm-up over 30K and 50K samples (two cells)
 #   memorization-clip.tar.gz     the memorization-clip sweep: L = 10 at lr 1e-3 after a step at 20K or a
-#                                linear warm-up over 30K, the gradient's norm clipped to 10 (two cells)
+#                                linear warm-up over 30K, the gradient's norm clipped to 1 (two cells)
 #   lD-lrR-on.tar.gz             when a checkpoint of a CPU run is here: that run (the five knobs at
 #                                depth D, lr R, the sweep's caps) resumed toward 172,500 samples,
 #                                its checkpoint where it stopped inside (carry/lD-lrR/checkpoint.pt)

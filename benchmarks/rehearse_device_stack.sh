@@ -19,7 +19,7 @@
 #   issue-29     issue29_call.sh on the CPU, a 150 s hard stop: device_run.sh packs each cut sweep into one
 #                archive (the cells it started stopped at its deadline and kept their records, none failed)
 #   issue-29-warmup  the memorization-warmup archive holds a record of a warm-up cell (lr_warmup linear:...)
-#   issue-29-clip    the memorization-clip archive holds a record of a clipped cell (clip_grad_norm 10.0)
+#   issue-29-clip    the memorization-clip archive holds a record of a clipped cell (clip_grad_norm 1.0)
 #   issue-29-on  (when results/carry/l10-lr1e-4/ or l7-lr1e-4/ holds a checkpoint.pt) the same call
 #                resumed a copy of it beside the sweep, stopped at the deadline with its record, in an
 #                archive of its own
@@ -89,7 +89,7 @@ step issue-29 "([1-9][0-9]* ok, 0 failed); wall time" bash -c "OUT='$logs/out29'
     ISSUE29_CARRY='$copy' bash benchmarks/issue29_call.sh 150 rehearsal; true"
 step issue-29-warmup '"lr_warmup": "linear:' tar xzf "$logs/out29/memorization-warmup.tar.gz" -O --wildcards \
     './store/memorization-warmup/*.json'
-step issue-29-clip '"clip_grad_norm": 10.0' tar xzf "$logs/out29/memorization-clip.tar.gz" -O --wildcards \
+step issue-29-clip '"clip_grad_norm": 1.0' tar xzf "$logs/out29/memorization-clip.tar.gz" -O --wildcards \
     './store/memorization-clip/*.json'
 if [[ -n $carry ]]; then
     name=$(basename "$carry")
