@@ -186,7 +186,7 @@ def _partition(claim: Claim, frame: pd.DataFrame) -> tuple[list[dict], list[dict
         if not (all(options.get(k) == v for k, v in claim.match.get("task_options", {}).items()) and all(
                 _same(record.get(k), v) for k, v in claim.match.items() if k not in ("task_options", *SCHEDULE))):
             continue
-        if (field_value(record, "lr_warmup") is None and field_value(record, "clip_grad_norm") is None
+        if (all(field_value(record, name) is None for name in SCHEDULE if name != "lr")
                 and _same(record.get("lr"), claim.match.get("lr", PAPER_LR))):
             papers.append(record)
         elif field_value(record, "lr") is not None:

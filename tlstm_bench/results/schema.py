@@ -163,6 +163,11 @@ def versioned_id(key: str, code_version: str) -> str:
     return stable_hash({"key": key, "code_version": code_version})
 
 
+# Training settings that enter a record's key (and its checkpoint's) only when set, so that the
+# runs from before each existed keep their keys.
+KEY_WHEN_SET = ("lr_warmup", "clip_grad_norm")
+
+
 def record_key(record: dict) -> str:
     """The key of a record without one: a hash of the fields that determine its result. A
     ``precision`` other than ieee, a learning-rate warm-up and a gradient clip enter it too
@@ -170,7 +175,7 @@ def record_key(record: dict) -> str:
     key = stable_hash({name: record.get(name) for name in KEY_FIELDS.get(record.get("kind"), ())})
     if record.get("precision") not in (None, "ieee"):
         key = stable_hash({"key": key, "precision": record["precision"]})
-    for name in ("lr_warmup", "clip_grad_norm"):
+    for name in KEY_WHEN_SET:
         if record.get(name) is not None:
             key = stable_hash({"key": key, name: record[name]})
     return key

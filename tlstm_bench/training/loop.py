@@ -46,7 +46,7 @@ from ..events import Event, Progress, Reporter, note, reporter
 from ..models import build_model, training_implementation
 from ..models.memory import check_fits, model_memory
 from ..results import code_version, provenance
-from ..results.schema import record_key, versioned_id
+from ..results.schema import KEY_WHEN_SET, record_key, versioned_id
 from ..results.view import metric_text, whole_percents
 from ..tasks import Task
 from ..vocab import ALGORITHMIC_TASKS, torch_device
@@ -115,18 +115,17 @@ NO_METRICS = {"valid_metric": None, "test_metric": None, "sequence_accuracy": No
 # Why a run stopped where running it again goes on (with a larger limit, more time, a later deadline).
 EXTENDABLE = ("max_samples", "epochs", "time_limit", "deadline")
 
-# What a checkpoint must match to be resumed (a subset of the record's identity); a warm-up
-# (``lr_warmup``) and a gradient clip (``clip_grad_norm``) too when the run has one, so that the
-# checkpoints of runs without them still fit.
+# What a checkpoint must match to be resumed (a subset of the record's identity); the settings of
+# ``KEY_WHEN_SET`` (a warm-up, a gradient clip) too when the run has them, so that the checkpoints
+# of runs without them still fit.
 CHECKPOINT_KEY = ("config", "task", "task_options", "depth", "channels", "batch_size", "seed", "lr")
-CHECKPOINT_KEY_WHEN_SET = ("lr_warmup", "clip_grad_norm")
 
 
 def checkpoint_key(record: dict) -> dict:
     """What of a run's identity its checkpoint must match (:data:`CHECKPOINT_KEY`, and the warm-up
     and the clip when set)."""
     key = {k: record[k] for k in CHECKPOINT_KEY}
-    key.update({k: record[k] for k in CHECKPOINT_KEY_WHEN_SET if record.get(k) is not None})
+    key.update({k: record[k] for k in KEY_WHEN_SET if record.get(k) is not None})
     return key
 
 
@@ -219,7 +218,7 @@ class Trainer:
             return
         if saved["key"] != self.state.key:
             other, mine = saved["key"], self.state.key
-            differ = [f"its {name} {other.get(name)}, not {mine.get(name)}" for name in ("lr", *CHECKPOINT_KEY_WHEN_SET)
+            differ = [f"its {name} {other.get(name)}, not {mine.get(name)}" for name in ("lr", *KEY_WHEN_SET)
                       if other.get(name) != mine.get(name)]
             raise UserError(f"checkpoint {self.path} belongs to another run ({other['config']}, {other['task']}, "
                             f"L={other['depth']}, seed {other['seed']}" + "".join(f"; {d}" for d in differ)
